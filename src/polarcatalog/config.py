@@ -1,0 +1,217 @@
+"""params.yaml, validated once: a bad key fails before any compute, naming the key and what is allowed.
+
+Every stage notebook calls `load_params(params_file, overrides)`; nothing else reads params.yaml.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class ParamsError(ValueError):
+    """Raised for any invalid params; the message names every offending key."""
+
+
+class _Section(BaseModel):
+    # extra="forbid": a typo in params.yaml must not be silently ignored.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Dataset(_Section):
+    domain: Literal["pokemon", "birds"] = "pokemon"
+    species_limit: int | None = Field(None, ge=1)
+    sprites_package: str = "pokesprite-images@2.7.0"
+    sprites_sha256: str = Field(
+        "28f6190c6b70deb9a1856654104baf36f84ef552996a10a44652b2ad76d2850d", pattern=r"^[0-9a-f]{64}$"
+    )
+    query_variants: list[Literal["regular", "shiny"]] = Field(default_factory=lambda: ["regular", "shiny"], min_length=1)
+    seed: int = Field(0, ge=0)
+
+
+class Curate(_Section):
+    pokeapi_dir: str | None = None
+    size_bins_m: list[float] = Field(default_factory=lambda: [0.5, 1.0, 2.0, 4.0], min_length=4, max_length=4)
+    colour_min_fraction: float = Field(0.12, gt=0.0, lt=1.0)
+    colour_max_names: int = Field(3, ge=1, le=11)
+    summarizer: Literal["extractive", "llm"] = "extractive"
+    summary_max_words: int = Field(127, ge=10, le=2000)
+    llm_model: str | None = None
+    llm_max_new_tokens: int = Field(200, ge=1, le=4096)
+    chunk_words: int = Field(40, ge=5, le=1000)
+    chunk_overlap: int = Field(10, ge=0)
+    anchor_filter: Literal["prototype", "imagenet_bird", "vlm"] = "prototype"
+    prototype_z: float = Field(3.0, gt=0.0, le=10.0)
+    bird_threshold: float = Field(0.1, gt=0.0, lt=1.0)
+    vlm_model: str | None = None
+    vlm_threshold: float = Field(0.5, gt=0.0, lt=1.0)
+    # The prototype filter assumes targets are the majority: distractors stay well below half.
+    distractor_fraction: float = Field(0.1, ge=0.0, lt=0.5)
+    bird_eval_dir: str | None = None
+    batch_size: int = Field(32, ge=1, le=4096)
+
+    @field_validator("size_bins_m")
+    @classmethod
+    def _increasing(cls, v: list[float]) -> list[float]:
+        if any(b <= a for a, b in zip(v, v[1:])) or v[0] <= 0:
+            raise ValueError("must be 4 positive, strictly increasing heights in metres, e.g. [0.5, 1.0, 2.0, 4.0]")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Curate":
+        if self.chunk_overlap >= self.chunk_words:
+            raise ValueError(f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_words ({self.chunk_words})")
+        if self.summarizer == "llm" and not self.llm_model:
+            raise ValueError("summarizer 'llm' needs llm_model (a hub id or a local model folder)")
+        if self.anchor_filter == "vlm" and not self.vlm_model:
+            raise ValueError("anchor_filter 'vlm' needs vlm_model (a hub id or a local model folder)")
+        return self
+
+
+class Encoders(_Section):
+    image: list[str] = Field(default_factory=lambda: ["efficientnet_lite0"], min_length=1)
+    text: list[str] = Field(default_factory=lambda: ["minilm"])
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+
+    @field_validator("image")
+    @classmethod
+    def _known_image(cls, v: list[str]) -> list[str]:
+        from polarcatalog.encoders import IMAGE_ENCODERS
+
+        unknown = [n for n in v if n not in IMAGE_ENCODERS]
+        if unknown:
+            raise ValueError(f"unknown image encoder(s) {unknown}; allowed: {sorted(IMAGE_ENCODERS)}")
+        return v
+
+
+class Retrieval(_Section):
+    r: int = Field(100, ge=1)
+    k: int = Field(5, ge=1)
+    lam: float = Field(0.7, ge=0.0, le=1.0)
+    ensemble: bool = True
+    multimodal: bool = True
+    rerank: bool = True
+
+
+class Graph(_Section):
+    kappa: float = Field(0.5, ge=0.0)
+    templates: int = Field(3, ge=1)
+
+
+class Ablations(_Section):
+    lam: list[float] = Field(default_factory=lambda: [round(0.1 * i, 1) for i in range(11)], min_length=1)
+    top_k: list[int] = Field(default_factory=lambda: [1, 3, 5, 10, 15], min_length=1)
+
+    @field_validator("lam")
+    @classmethod
+    def _unit(cls, v: list[float]) -> list[float]:
+        if any(not 0.0 <= x <= 1.0 for x in v):
+            raise ValueError("every lambda must lie in [0, 1]")
+        return v
+
+    @field_validator("top_k")
+    @classmethod
+    def _pos(cls, v: list[int]) -> list[int]:
+        if any(x < 1 for x in v):
+            raise ValueError("every k must be >= 1")
+        return v
+
+
+class Tracking(_Section):
+    experiment: str = Field("polarcatalog", min_length=1)
+    log_notebook: bool = True
+
+
+class Params(_Section):
+    dataset: Dataset = Field(default_factory=Dataset)
+    curate: Curate = Field(default_factory=Curate)
+    encoders: Encoders = Field(default_factory=Encoders)
+    retrieval: Retrieval = Field(default_factory=Retrieval)
+    graph: Graph = Field(default_factory=Graph)
+    ablations: Ablations = Field(default_factory=Ablations)
+    tracking: Tracking = Field(default_factory=Tracking)
+
+    def section(self, name: str) -> dict[str, Any]:
+        return getattr(self, name).model_dump()
+
+
+SECTIONS = tuple(Params.model_fields)
+
+
+def _allowed(loc: tuple[Any, ...]) -> list[str]:
+    """The keys allowed at `loc` in the schema, for 'unknown key' messages."""
+    model: type[BaseModel] = Params
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        if field is None or not (isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)):
+            return []
+        model = field.annotation
+    return sorted(model.model_fields)
+
+
+def _format(err: ValidationError, source: str) -> str:
+    lines = [f"invalid params in {source}:"]
+    for e in err.errors():
+        loc = tuple(x for x in e["loc"])
+        key = ".".join(str(x) for x in loc) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            lines.append(f"  - {key}: unknown key; allowed keys here: {', '.join(_allowed(loc))}")
+        else:
+            msg = e["msg"].removeprefix("Value error, ")
+            lines.append(f"  - {key}: {msg} (got {e.get('input')!r})")
+    return "\n".join(lines)
+
+
+def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """Merge dotted-key overrides (`{"dataset.species_limit": 20}`) or nested dicts onto raw params."""
+    out = copy.deepcopy(raw)
+    for key, value in (overrides or {}).items():
+        if isinstance(value, dict) and "." not in key:
+            out.setdefault(key, {})
+            out[key] = {**(out[key] or {}), **value}
+            continue
+        parts = key.split(".")
+        node = out
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ParamsError(f"override {key!r}: {p!r} is not a section")
+        node[parts[-1]] = value
+    return out
+
+
+def validate(raw: dict[str, Any], source: str = "params") -> Params:
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{source}: expected a mapping of sections {list(SECTIONS)}, got {type(raw).__name__}")
+    try:
+        return Params.model_validate(raw)
+    except ValidationError as err:
+        raise ParamsError(_format(err, source)) from None
+
+
+def load_params(path: str | Path = "params.yaml", overrides: dict[str, Any] | None = None) -> Params:
+    """Read, merge overrides, validate. Raises ParamsError naming each bad key."""
+    path = Path(path)
+    if not path.is_file():
+        raise ParamsError(f"params file not found: {path.resolve()} (run from the repository root)")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"{path}: not valid YAML: {exc}") from None
+    return validate(apply_overrides(raw, overrides), str(path))
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`{"curate": {"chunk_words": 40}}` -> `{"curate.chunk_words": 40}` (MLflow params)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out

@@ -1,0 +1,1 @@
+"""Catalog curation: species -> article -> visual summary -> chunks; candidates -> anchor filter -> anchors."""

