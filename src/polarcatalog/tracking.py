@@ -37,7 +37,8 @@ def _git(root: Path, *args: str) -> str | None:
 
 def provenance_tags(root: Path, stage: str) -> dict[str, str]:
     commit = _git(root, "rev-parse", "HEAD")
-    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    # dvc.lock is rewritten by `dvc repro` itself between stages: it does not make the code dirty.
+    status = _git(root, "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)dvc.lock")
     return {
         "git_commit": commit or "unknown",
         "git_dirty": "unknown" if status is None else str(bool(status)).lower(),
@@ -126,12 +127,12 @@ def _arm_ipython(stage_run: StageRun) -> None:
     if shell is None:
         return
 
-    def on_error(self: Any, etype: type, value: BaseException, tb: Any, tb_offset: int | None = None) -> Any:
-        stb = self.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
-        try:
-            stage_run.fail(value)
-        finally:
-            self.set_custom_exc((), None)
-        return stb  # IPython shows it as usual, so papermill still sees the error and stops
+    def on_error(self: Any, etype: type, value: BaseException, tb: Any, tb_offset: int | None = None) -> list[str]:
+        # IPython's run_code calls this and discards the return value: show the traceback ourselves (with the
+        # hook disarmed, so the normal path runs) so papermill records the error output and stops.
+        self.set_custom_exc((), None)
+        self.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        stage_run.fail(value)
+        return []
 
     shell.set_custom_exc((Exception,), on_error)

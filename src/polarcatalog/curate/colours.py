@@ -12,21 +12,26 @@ from PIL import Image
 from scipy import ndimage
 from skimage.color import rgb2lab
 
-COLOUR_TABLE: dict[str, tuple[int, int, int]] = {
-    "black": (20, 20, 20),
-    "gray": (128, 128, 128),
-    "white": (245, 245, 245),
-    "red": (205, 35, 35),
-    "orange": (245, 140, 30),
-    "yellow": (250, 215, 40),
-    "green": (60, 160, 70),
-    "blue": (45, 95, 200),
-    "purple": (125, 65, 165),
-    "pink": (245, 150, 190),
-    "brown": (135, 85, 45),
+# Several prototypes per name (saturated, typical and light/dark shades) so that nearest-prototype in
+# CIELAB does not depend on where a single centroid happens to sit (pure blue is closer to a lone "purple"
+# centroid than to a lone mid-blue one).
+COLOUR_TABLE: dict[str, tuple[tuple[int, int, int], ...]] = {
+    "black": ((20, 20, 20), (0, 0, 0)),
+    "gray": ((128, 128, 128), (169, 169, 169), (90, 90, 90), (200, 200, 200)),
+    "white": ((245, 245, 245), (255, 255, 255)),
+    "red": ((205, 35, 35), (255, 0, 0), (150, 20, 30), (230, 70, 60)),
+    "orange": ((245, 140, 30), (255, 165, 0), (255, 120, 40)),
+    "yellow": ((250, 215, 40), (255, 255, 0), (240, 230, 140), (230, 190, 60)),
+    "green": ((60, 160, 70), (0, 128, 0), (0, 255, 0), (120, 200, 80), (40, 90, 50)),
+    "blue": ((45, 95, 200), (0, 0, 255), (30, 144, 255), (100, 180, 230), (20, 40, 120)),
+    "purple": ((125, 65, 165), (128, 0, 128), (180, 130, 220), (80, 40, 110)),
+    "pink": ((245, 150, 190), (255, 192, 203), (255, 105, 180), (220, 120, 160)),
+    "brown": ((135, 85, 45), (139, 69, 19), (160, 110, 70), (90, 60, 40)),
 }
-_NAMES = np.array(list(COLOUR_TABLE))
-_LAB = rgb2lab(np.array(list(COLOUR_TABLE.values()), dtype=np.float64)[None] / 255.0)[0]
+_NAMES = np.array([n for n, protos in COLOUR_TABLE.items() for _ in protos])
+_LAB = rgb2lab(np.array([p for protos in COLOUR_TABLE.values() for p in protos], dtype=np.float64)[None] / 255.0)[0]
+_NAME_INDEX = {n: i for i, n in enumerate(COLOUR_TABLE)}
+_PROTO_TO_NAME = np.array([_NAME_INDEX[n] for n in _NAMES])
 
 
 def foreground_mask(rgb: np.ndarray, white_level: int = 235) -> np.ndarray:
@@ -47,9 +52,9 @@ def colour_fractions(image: Image.Image, max_side: int = 128) -> dict[str, float
     if len(fg) == 0:
         return {}
     lab = rgb2lab(fg[None].astype(np.float64) / 255.0)[0]
-    nearest = ((lab[:, None, :] - _LAB[None]) ** 2).sum(-1).argmin(1)
-    counts = np.bincount(nearest, minlength=len(_NAMES)) / len(fg)
-    return {str(n): float(c) for n, c in zip(_NAMES, counts) if c > 0}
+    nearest = _PROTO_TO_NAME[((lab[:, None, :] - _LAB[None]) ** 2).sum(-1).argmin(1)]
+    counts = np.bincount(nearest, minlength=len(COLOUR_TABLE)) / len(fg)
+    return {name: float(c) for name, c in zip(COLOUR_TABLE, counts) if c > 0}
 
 
 def dominant_colours(image: Image.Image, min_fraction: float = 0.12, max_names: int = 3) -> list[str]:

@@ -1,0 +1,79 @@
+"""Each kind of bad or odd image: odd ones become RGB on white, broken ones raise with a reason."""
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from polarcatalog.data.images import BadImageError, Quarantine, load_many, load_rgb
+
+
+def _save(path, im, **kw):
+    im.save(path, **kw)
+    return path
+
+
+def test_rgba_is_composited_on_white(tmp_path):
+    a = np.zeros((20, 20, 4), np.uint8)
+    a[5:15, 5:15] = (255, 0, 0, 255)  # opaque red square, transparent elsewhere
+    im = load_rgb(_save(tmp_path / "a.png", Image.fromarray(a, "RGBA")))
+    px = np.asarray(im)
+    assert im.mode == "RGB"
+    assert tuple(px[0, 0]) == (255, 255, 255) and tuple(px[10, 10]) == (255, 0, 0)
+
+
+def test_palette_with_transparency(tmp_path):
+    im = Image.new("P", (16, 16), 0)
+    im.putpalette([0, 0, 0, 0, 0, 255] + [0] * 762)
+    im.paste(1, (4, 4, 12, 12))
+    im.info["transparency"] = 0
+    out = np.asarray(load_rgb(_save(tmp_path / "p.png", im, transparency=0)))
+    assert tuple(out[0, 0]) == (255, 255, 255) and tuple(out[8, 8]) == (0, 0, 255)
+
+
+def test_cmyk_greyscale_and_16bit(tmp_path):
+    cmyk = Image.new("CMYK", (16, 16), (0, 255, 255, 0))  # pure red in CMYK
+    assert tuple(np.asarray(load_rgb(_save(tmp_path / "c.jpg", cmyk, quality=100)))[8, 8]) == pytest.approx((255, 0, 0), abs=3)
+    grey = Image.new("L", (16, 16), 100)
+    assert tuple(np.asarray(load_rgb(_save(tmp_path / "g.png", grey)))[0, 0]) == (100, 100, 100)
+    sixteen = Image.fromarray(np.full((16, 16), 65535 // 2, np.uint16))  # mode I;16, mid grey
+    out = load_rgb(_save(tmp_path / "s.png", sixteen))
+    assert out.mode == "RGB" and abs(int(np.asarray(out)[0, 0, 0]) - 128) <= 1
+    la = Image.new("LA", (16, 16), (0, 0))  # fully transparent black -> white
+    assert tuple(np.asarray(load_rgb(_save(tmp_path / "la.png", la)))[0, 0]) == (255, 255, 255)
+
+
+@pytest.mark.parametrize("kind", ["empty", "truncated", "undecodable", "missing", "tiny"])
+def test_broken_files_raise_with_reason(tmp_path, kind):
+    path = tmp_path / f"{kind}.png"
+    if kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "truncated":
+        buf = io.BytesIO()
+        Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(buf, "PNG")
+        path.write_bytes(buf.getvalue()[: len(buf.getvalue()) // 2])
+    elif kind == "undecodable":
+        path.write_bytes(b"<html>404 not found</html>")
+    elif kind == "tiny":
+        Image.new("RGB", (3, 3)).save(path)
+    with pytest.raises(BadImageError) as err:
+        load_rgb(path)
+    expected = {"empty": "empty file", "truncated": "truncated", "undecodable": "undecodable",
+                "missing": "missing file", "tiny": "too small"}[kind]
+    assert err.value.reason.startswith(expected), err.value.reason
+    assert str(path) in str(err.value)
+
+
+def test_load_many_quarantines_and_keeps_going(tmp_path):
+    good = _save(tmp_path / "good.png", Image.new("RGB", (16, 16), (0, 255, 0)))
+    empty = tmp_path / "empty.jpg"
+    empty.write_bytes(b"")
+    junk = tmp_path / "junk.png"
+    junk.write_bytes(b"GIF89a-not-really")
+    q = Quarantine(tmp_path / "quarantine")
+    ok, images = load_many([empty, good, junk], q, role="query")
+    assert ok == [1] and len(images) == 1
+    assert [r["reason"].split(":")[0] for r in q.rows] == ["empty file (0 bytes)", "undecodable"]
+    assert all((tmp_path / "quarantine").joinpath(r["copy"].split("/")[-1]).exists() for r in q.rows)
+    assert empty.exists() and junk.exists()  # quarantine copies, never deletes

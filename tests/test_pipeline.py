@@ -1,0 +1,113 @@
+"""A real `dvc repro` of fetch + curate on a small subset, in a temp copy, with a real MLflow sqlite store."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mlflow
+import pandas as pd
+import pytest
+import yaml
+from mlflow import MlflowClient
+
+from tests.conftest import ROOT, SHARED_DATA
+
+pytestmark = pytest.mark.slow
+N_SPECIES = 12
+
+
+def _sh(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    repo = tmp_path_factory.mktemp("pipeline") / "repo"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    for rel in filter(None, tracked.split("\0")):
+        if (ROOT / rel).is_file():
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, repo / rel)
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["dataset"]["species_limit"] = N_SPECIES
+    params["curate"]["distractor_fraction"] = 0.25
+    pokeapi, birds = SHARED_DATA / "pokeapi", SHARED_DATA / "openclipart_birds"
+    params["curate"]["pokeapi_dir"] = str(pokeapi) if pokeapi.is_dir() else None
+    params["curate"]["bird_eval_dir"] = str(birds) if birds.is_dir() else None
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "MLFLOW_TRACKING_URI": f"sqlite:///{repo}/mlflow.db", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    env.pop("POLARCATALOG_ROOT", None)
+    _sh(["git", "init", "-q"], repo, env)
+    _sh(["git", "add", "-A"], repo, env)
+    _sh(["git", "commit", "-qm", "snapshot"], repo, env)
+    _sh(["dvc", "repro"], repo, env)
+    return repo, env
+
+
+def test_processed_tables(repo):
+    root, _ = repo
+    species = pd.read_parquet(root / "data/processed/species.parquet")
+    assert species["species_id"].tolist() == list(range(1, N_SPECIES + 1))
+    assert (species["summary"].str.split().str.len() > 5).all()
+    assert (species["summary_words"] <= species["article_words"]).all()
+    chunks = pd.read_parquet(root / "data/processed/chunks.parquet")
+    assert set(chunks["species_id"]) == set(species["species_id"])
+    queries = pd.read_parquet(root / "data/processed/queries.parquet")
+    assert len(queries) == 2 * N_SPECIES and set(queries["variant"]) == {"regular", "shiny"}
+    assert queries.set_index("query_id").loc["regular/bulbasaur", "species_id"] == 1
+    anchors = pd.read_parquet(root / "data/processed/anchors.parquet")
+    assert set(anchors["species_id"]) == set(species["species_id"])  # every species keeps >= 1 anchor
+
+
+def test_curation_report(repo):
+    root, _ = repo
+    m = json.loads((root / "reports/curation.json").read_text())
+    assert m["species"] == m["species_with_summary"] == N_SPECIES
+    assert m["queries"] == 2 * N_SPECIES and m["anchor_candidates_distractors"] == 3
+    assert 0 <= m["anchor_filter"]["precision"] <= 1 and 0 <= m["anchor_filter"]["recall"] <= 1
+    assert m["summary_words_mean"] < m["article_words_mean"]
+    md = (root / "reports/curation.md").read_text()
+    for heading in ("## Catalog", "## Anchor filter", "## Quarantine", "precision"):
+        assert heading in md
+    if (SHARED_DATA / "pokeapi").is_dir():
+        assert m["article_words_mean"] > 100 and "colour_vs_pokedex" in m
+    for fig in ("curation_summary_lengths", "curation_anchor_filter", "curation_colours"):
+        assert (root / f"reports/figures/{fig}.png").stat().st_size > 1000
+
+
+def test_one_mlflow_run_per_stage_with_notebook_and_figures(repo):
+    root, env = repo
+    mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])
+    runs = {r.info.run_name: r for r in mlflow.search_runs(experiment_names=["polarcatalog"], output_format="list")}
+    assert set(runs) == {"fetch", "curate"}
+    cur = runs["curate"]
+    assert cur.info.status == "FINISHED"
+    assert cur.data.params["curate.chunk_words"] == "40" and cur.data.params["dataset.species_limit"] == str(N_SPECIES)
+    assert cur.data.metrics["species"] == N_SPECIES
+    assert cur.data.tags["dvc_stage"] == "curate" and len(cur.data.tags["git_commit"]) == 40
+    client = MlflowClient(env["MLFLOW_TRACKING_URI"])
+    assert [a.path for a in client.list_artifacts(cur.info.run_id, "notebook")] == ["notebook/01_curate.ipynb"]
+    assert len(client.list_artifacts(cur.info.run_id, "figures")) == 3
+    assert (root / "reports/notebooks/01_curate.ipynb").is_file()
+
+
+def test_second_repro_does_nothing_and_forced_rerun_is_identical(repo):
+    root, env = repo
+    before = (root / "reports/curation.json").read_bytes()
+    start = time.perf_counter()
+    out = _sh(["dvc", "repro"], root, env).stdout
+    assert time.perf_counter() - start < 30
+    assert "didn't change, skipping" in out and "Running stage" not in out
+    assert "up to date" in _sh(["dvc", "status"], root, env).stdout
+    _sh(["dvc", "repro", "--force", "--single-item", "curate"], root, env)
+    assert (root / "reports/curation.json").read_bytes() == before  # seeded: identical metrics

@@ -1,0 +1,55 @@
+"""The GPU-profile code paths (LLM summarizer, VLM anchor filter) run on tiny random models of the real
+classes, loaded from disk the way a hub checkpoint is. Plumbing only: the numbers mean nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from tests.tiny_models import save_tiny_causal_lm, save_tiny_qwen25_vl
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)  # TESTING-MODELS.md: 2 threads next to a busy process made tiny forwards 30x slower
+    yield
+    torch.set_num_threads(n)
+
+
+def test_llm_summarizer_batched_equals_one_by_one(tmp_path):
+    from polarcatalog.curate.summarize import LLMSummarizer, create_summarizer
+
+    folder = save_tiny_causal_lm(tmp_path / "lm")
+    batched = LLMSummarizer(str(folder), "pokemon", max_new_tokens=6, device="cpu", batch_size=3)
+    single = LLMSummarizer(str(folder), "pokemon", max_new_tokens=6, device="cpu", batch_size=1)
+    names = ["Bulbasaur", "Pikachu", "Mew"]
+    articles = ["A small green Pokémon.", "A yellow electric mouse with a long tail and red cheeks.", "Pink."]
+    out = batched.summarize(names, articles)
+    assert out == single.summarize(names, articles)
+    assert len(out) == 3 and all(isinstance(s, str) for s in out)
+    prompt = batched.prompt("Pikachu", articles[1])
+    assert 'about the Pokémon species "Pikachu" into a concise paragraph' in prompt and articles[1] in prompt
+    assert prompt.startswith("<|im_start|>user\n") and prompt.endswith("<|im_start|>assistant\n")
+    assert isinstance(create_summarizer("llm", model=str(folder), device="cpu"), LLMSummarizer)
+    with pytest.raises(ValueError, match="llm_model"):
+        create_summarizer("llm", model=None)
+
+
+def test_vlm_filter_p_yes_batched_equals_one_by_one(tmp_path):
+    from polarcatalog.curate.anchors import VLMFilter, create_anchor_filter
+
+    folder = save_tiny_qwen25_vl(tmp_path / "vlm")
+    rng = np.random.default_rng(0)
+    images = [Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)) for h, w in ((56, 56), (84, 56), (56, 112))]
+    batched = VLMFilter(str(folder), "birds", threshold=0.5, device="cpu", batch_size=3)
+    single = VLMFilter(str(folder), "birds", threshold=0.5, device="cpu", batch_size=1)
+    assert batched.question == "Is there a bird present in the Image? Reply only with Yes or No"
+    p = batched.p_yes(images)
+    assert p.shape == (3,) and ((p > 0) & (p < 1)).all()
+    np.testing.assert_allclose(p, single.p_yes(images), atol=1e-5)
+    assert np.ptp(p) > 1e-4  # different images, different scores: the image reaches the answer
+    res = create_anchor_filter("vlm", vlm_model=str(folder), vlm_threshold=float(np.median(p)), domain="birds", device="cpu")(images)
+    assert res.keep.sum() >= 1 and (res.keep == (res.scores >= res.threshold)).all()
