@@ -16,7 +16,8 @@ def test_each_table_colour_names_itself(solid_image):
 def test_typical_shades_get_the_expected_names(solid_image):
     cases = {(255, 0, 0): "red", (0, 0, 255): "blue", (255, 255, 0): "yellow", (0, 128, 0): "green",
              (255, 165, 0): "orange", (128, 0, 128): "purple", (255, 192, 203): "pink", (139, 69, 19): "brown",
-             (0, 0, 0): "black", (169, 169, 169): "gray"}
+             (0, 0, 0): "black", (169, 169, 169): "gray", (60, 60, 60): "gray", (120, 170, 150): "green",
+             (130, 175, 190): "blue", (240, 170, 130): "orange", (185, 177, 186): "gray"}
     for rgb, name in cases.items():
         assert dominant_colours(solid_image([rgb]))[0] == name, (rgb, name)
 

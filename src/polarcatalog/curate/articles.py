@@ -36,7 +36,8 @@ def compose_article(sp: dict[str, Any], colours: Sequence[str], size: str, pokea
     name = sp["name"]
     types = "/".join(_pretty(t) for t in sp["types"]) or "unknown"
     genus = (pokeapi or {}).get("genus")
-    s = [f"{name} is a {types}-type Pokémon" + (f" known as the {genus}." if genus else ".")]
+    article = "an" if types[0].lower() in "aeiou" else "a"
+    s = [f"{name} is {article} {types}-type Pokémon" + (f" known as the {genus}." if genus else ".")]
     if sp["height_m"] == sp["height_m"]:
         s.append(f"{name} is a {size} Pokémon, standing {sp['height_m']:g} m tall.")
     if sp["weight_kg"] == sp["weight_kg"]:

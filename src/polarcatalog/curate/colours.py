@@ -12,26 +12,40 @@ from PIL import Image
 from scipy import ndimage
 from skimage.color import rgb2lab
 
-# Several prototypes per name (saturated, typical and light/dark shades) so that nearest-prototype in
-# CIELAB does not depend on where a single centroid happens to sit (pure blue is closer to a lone "purple"
-# centroid than to a lone mid-blue one).
+# A pixel with CIELAB chroma below ACHROMATIC_C is black / gray / white by lightness alone; any other pixel
+# takes the nearest chromatic prototype in CIELAB. Several prototypes per name (saturated, typical, pastel
+# and dark shades) so that a single centroid's position does not decide (pure blue sits closer to a lone
+# "purple" centroid than to a lone mid-blue one; Bulbasaur's pastel teal would otherwise read as gray).
+ACHROMATIC_C = 12.0
+ACHROMATIC_L = (("black", 0.0, 25.0), ("gray", 25.0, 88.0), ("white", 88.0, 101.0))
 COLOUR_TABLE: dict[str, tuple[tuple[int, int, int], ...]] = {
     "black": ((20, 20, 20), (0, 0, 0)),
     "gray": ((128, 128, 128), (169, 169, 169), (90, 90, 90), (200, 200, 200)),
     "white": ((245, 245, 245), (255, 255, 255)),
     "red": ((205, 35, 35), (255, 0, 0), (150, 20, 30), (230, 70, 60)),
-    "orange": ((245, 140, 30), (255, 165, 0), (255, 120, 40)),
+    "orange": ((245, 140, 30), (255, 165, 0), (255, 120, 40), (236, 174, 132)),
     "yellow": ((250, 215, 40), (255, 255, 0), (240, 230, 140), (230, 190, 60)),
-    "green": ((60, 160, 70), (0, 128, 0), (0, 255, 0), (120, 200, 80), (40, 90, 50)),
-    "blue": ((45, 95, 200), (0, 0, 255), (30, 144, 255), (100, 180, 230), (20, 40, 120)),
-    "purple": ((125, 65, 165), (128, 0, 128), (180, 130, 220), (80, 40, 110)),
+    "green": ((60, 160, 70), (0, 128, 0), (0, 255, 0), (120, 200, 80), (40, 90, 50), (118, 173, 151), (160, 210, 160)),
+    "blue": ((45, 95, 200), (0, 0, 255), (30, 144, 255), (100, 180, 230), (20, 40, 120), (131, 178, 186), (170, 200, 230)),
+    "purple": ((125, 65, 165), (128, 0, 128), (180, 130, 220), (80, 40, 110), (190, 160, 200)),
     "pink": ((245, 150, 190), (255, 192, 203), (255, 105, 180), (220, 120, 160)),
-    "brown": ((135, 85, 45), (139, 69, 19), (160, 110, 70), (90, 60, 40)),
+    "brown": ((135, 85, 45), (139, 69, 19), (160, 110, 70), (90, 60, 40), (180, 150, 120)),
 }
-_NAMES = np.array([n for n, protos in COLOUR_TABLE.items() for _ in protos])
-_LAB = rgb2lab(np.array([p for protos in COLOUR_TABLE.values() for p in protos], dtype=np.float64)[None] / 255.0)[0]
+_ACHROMATIC = {n for n, _, _ in ACHROMATIC_L}
 _NAME_INDEX = {n: i for i, n in enumerate(COLOUR_TABLE)}
-_PROTO_TO_NAME = np.array([_NAME_INDEX[n] for n in _NAMES])
+_CHROMA_NAMES = [n for n, protos in COLOUR_TABLE.items() if n not in _ACHROMATIC for _ in protos]
+_CHROMA_LAB = rgb2lab(np.array([p for n, protos in COLOUR_TABLE.items() if n not in _ACHROMATIC for p in protos],
+                               dtype=np.float64)[None] / 255.0)[0]
+_CHROMA_TO_NAME = np.array([_NAME_INDEX[n] for n in _CHROMA_NAMES])
+
+
+def name_pixels(lab: np.ndarray) -> np.ndarray:
+    """Index into COLOUR_TABLE for each CIELAB pixel [n, 3]."""
+    chroma = np.hypot(lab[:, 1], lab[:, 2])
+    out = _CHROMA_TO_NAME[((lab[:, None, :] - _CHROMA_LAB[None]) ** 2).sum(-1).argmin(1)]
+    for name, lo, hi in ACHROMATIC_L:
+        out[(chroma < ACHROMATIC_C) & (lab[:, 0] >= lo) & (lab[:, 0] < hi)] = _NAME_INDEX[name]
+    return out
 
 
 def foreground_mask(rgb: np.ndarray, white_level: int = 235) -> np.ndarray:
@@ -52,7 +66,7 @@ def colour_fractions(image: Image.Image, max_side: int = 128) -> dict[str, float
     if len(fg) == 0:
         return {}
     lab = rgb2lab(fg[None].astype(np.float64) / 255.0)[0]
-    nearest = _PROTO_TO_NAME[((lab[:, None, :] - _LAB[None]) ** 2).sum(-1).argmin(1)]
+    nearest = name_pixels(lab)
     counts = np.bincount(nearest, minlength=len(COLOUR_TABLE)) / len(fg)
     return {name: float(c) for name, c in zip(COLOUR_TABLE, counts) if c > 0}
 
