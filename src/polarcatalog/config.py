@@ -80,7 +80,7 @@ class Encoders(_Section):
     @field_validator("image")
     @classmethod
     def _known_image(cls, v: list[str]) -> list[str]:
-        from polarcatalog.encoders import IMAGE_ENCODERS
+        from polarcatalog.encoders.registry import IMAGE_ENCODERS
 
         unknown = [n for n in v if n not in IMAGE_ENCODERS]
         if unknown:

@@ -17,7 +17,8 @@ import numpy as np
 from PIL import Image
 from tqdm.auto import tqdm
 
-from polarcatalog.encoders.efficientnet_lite import IMAGENET_BIRD_CLASSES, ImageEncoder
+from polarcatalog.encoders.efficientnet_lite import ImageEncoder
+from polarcatalog.encoders.registry import IMAGENET_BIRD_CLASSES
 
 
 @dataclass

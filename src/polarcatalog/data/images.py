@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import shutil
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -82,16 +81,12 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
-@dataclass
 class Quarantine:
     """Collects rejected files (copied aside, never deleted) with their reasons for the curation report."""
 
-    folder: Path
-    rows: list[dict[str, str]]
-
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
-        self.rows = []
+        self.rows: list[dict[str, str]] = []
 
     def add(self, path: str | Path, reason: str, role: str) -> None:
         path = Path(path)

