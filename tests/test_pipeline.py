@@ -1,4 +1,5 @@
-"""A real `dvc repro` of fetch + curate on a small subset, in a temp copy, with a real MLflow sqlite store."""
+"""A real `dvc repro` of the whole pipeline on a small subset, in a temp copy, with a real MLflow sqlite store;
+then the λ-only rerun and the `polarcatalog evaluate` CLI on a tiny folder of new query images."""
 
 from __future__ import annotations
 
@@ -39,6 +40,9 @@ def repo(tmp_path_factory):
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["dataset"]["species_limit"] = N_SPECIES
     params["curate"]["distractor_fraction"] = 0.25
+    params["retrieval"]["r"] = 20
+    params["retrieval"]["min_center_batch"] = 8
+    params["ablations"]["lam"] = [0.0, 0.5, 1.0]
     pokeapi, birds = SHARED_DATA / "pokeapi", SHARED_DATA / "openclipart_birds"
     params["curate"]["pokeapi_dir"] = str(pokeapi) if pokeapi.is_dir() else None
     params["curate"]["bird_eval_dir"] = str(birds) if birds.is_dir() else None
@@ -85,11 +89,21 @@ def test_curation_report(repo):
         assert (root / f"reports/figures/{fig}.png").stat().st_size > 1000
 
 
+def _stage_runs(env):
+    mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])
+    runs = mlflow.search_runs(experiment_names=["polarcatalog"], output_format="list")
+    return [r for r in runs if "mlflow.parentRunId" not in r.data.tags], [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+
+
 def test_one_mlflow_run_per_stage_with_notebook_and_figures(repo):
     root, env = repo
-    mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])
-    runs = {r.info.run_name: r for r in mlflow.search_runs(experiment_names=["polarcatalog"], output_format="list")}
-    assert set(runs) == {"fetch", "curate"}
+    parents, children = _stage_runs(env)
+    runs = {r.info.run_name: r for r in parents}
+    assert sorted(r.info.run_name for r in parents) == sorted(["fetch", "curate", "embed", "retrieve", "ablate_lam", "ablate_top_k"])
+    assert all(r.info.status == "FINISHED" for r in parents + children)
+    # one child run per ablation value, under its axis
+    lam_children = [c for c in children if c.data.tags["mlflow.parentRunId"] == runs["ablate_lam"].info.run_id]
+    assert sorted(c.data.params["lam"] for c in lam_children) == ["0.0", "0.5", "1.0"]
     cur = runs["curate"]
     assert cur.info.status == "FINISHED"
     assert cur.data.params["curate.chunk_words"] == "40" and cur.data.params["dataset.species_limit"] == str(N_SPECIES)
@@ -99,6 +113,64 @@ def test_one_mlflow_run_per_stage_with_notebook_and_figures(repo):
     assert [a.path for a in client.list_artifacts(cur.info.run_id, "notebook")] == ["notebook/01_curate.ipynb"]
     assert len(client.list_artifacts(cur.info.run_id, "figures")) == 3
     assert (root / "reports/notebooks/01_curate.ipynb").is_file()
+
+
+def test_retrieval_table_and_ablation_outputs(repo):
+    root, _ = repo
+    m = json.loads((root / "reports/retrieval.json").read_text())
+    assert m["species"] == N_SPECIES and m["queries"] == 2 * N_SPECIES
+    assert set(m["configured"]) == {"all", "regular", "shiny"}
+    # 12 species: anything sensible is far above chance (mRR@1 = 1/12)
+    assert m["best"]["all"]["mRR@1"] > 0.3
+    md = (root / "reports/retrieval.md").read_text()
+    assert "(configured)" in md and "anchors" in md and "multimodal" in md
+    audit = pd.read_parquet(root / "data/processed/audit/retrieve_queries.parquet")
+    assert len(audit) == 2 * N_SPECIES and {"s_m", "s_i", "s", "gold_rank"} <= set(audit.columns)
+    lam = json.loads((root / "reports/ablate_lam.json").read_text())
+    assert lam["values"] == [0.0, 0.5, 1.0] and len(lam["mRR@1"]) == 3
+    top_k = json.loads((root / "reports/ablate_top_k.json").read_text())
+    assert top_k["values"] == [1, 3, 5, 10, 15] and top_k["R@k"] == sorted(top_k["R@k"])  # recall never drops with k
+    for fig in ("ablate_lam", "ablate_top_k", "retrieval_table"):
+        assert (root / f"reports/figures/{fig}.png").stat().st_size > 1000
+
+
+def test_changing_a_lambda_value_reruns_only_the_lambda_sweep(repo):
+    root, env = repo
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["ablations"]["lam"] = [0.0, 0.25, 0.5, 1.0]
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    out = _sh(["dvc", "repro"], root, env).stdout
+    ran = [line for line in out.splitlines() if line.startswith("Running stage")]
+    assert ran == ["Running stage 'ablate@lam':"], out
+    assert json.loads((root / "reports/ablate_lam.json").read_text())["values"] == [0.0, 0.25, 0.5, 1.0]
+
+
+def test_cli_evaluate_on_a_tiny_folder(repo, tmp_path):
+    root, env = repo
+    sprites = root / "data/raw/pokesprite/package/pokemon-gen8/regular"
+    q = tmp_path / "my_queries"
+    for folder, slug in (("bulbasaur", "bulbasaur"), ("4", "charmander"), ("Squirtle", "squirtle")):
+        (q / folder).mkdir(parents=True)
+        shutil.copy(sprites / f"{slug}.png", q / folder / "a.png")
+    (q / "Squirtle" / "broken.png").write_bytes(b"not an image")
+    shutil.copy(sprites / "pikachu.png", q / "unlabelled.png")
+    out = _sh([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(q), "--out", str(tmp_path / "out")], root, env).stdout
+    assert "3 labelled queries" in out and "broken.png" in out
+    metrics = json.loads((tmp_path / "out/metrics.json").read_text())
+    assert metrics["labelled"]["n"] == 3 and metrics["unlabelled"] == 1 and metrics["quarantined"] == 1
+    pred = pd.read_csv(tmp_path / "out/predictions.csv")
+    assert sorted(pred["query_id"]) == ["4/a.png", "Squirtle/a.png", "bulbasaur/a.png", "unlabelled.png"]
+    assert set(pred["gold_species_id"].dropna().astype(int)) == {1, 4, 7}
+    # labels from a CSV instead of folders; an unknown species id is counted, not scored
+    labels = tmp_path / "labels.csv"
+    labels.write_text("image,species_id\nbulbasaur/a.png,1\nunlabelled.png,25\n4/a.png,99999\n")
+    _sh([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(q), "--labels", str(labels),
+         "--out", str(tmp_path / "out2")], root, env)
+    m2 = json.loads((tmp_path / "out2/metrics.json").read_text())
+    assert m2["labelled"]["n"] == 2 and m2["unknown_labels"] == 1
+    bad = subprocess.run([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(tmp_path / "nope")],
+                         cwd=root, env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "not a folder" in bad.stderr
 
 
 def test_second_repro_does_nothing_and_forced_rerun_is_identical(repo):

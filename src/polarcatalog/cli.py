@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -22,6 +23,37 @@ def check_params(params: Path = typer.Option(Path("params.yaml"), help="params f
         typer.echo(str(err), err=True)
         raise typer.Exit(2) from None
     typer.echo(json.dumps(p.model_dump(), indent=2))
+
+
+@app.command()
+def evaluate(
+    queries: Path = typer.Option(..., "--queries", help="folder of query images (species sub-folders = labels)"),
+    labels: Optional[Path] = typer.Option(None, "--labels", help="CSV with columns image,species_id (image relative to --queries)"),
+    params: Path = typer.Option(Path("params.yaml"), help="params file (retrieval and encoders sections are used)"),
+    set_: list[str] = typer.Option([], "--set", help="override a param, e.g. --set retrieval.lam=0.5 (repeatable)"),
+    out: Optional[Path] = typer.Option(None, help="folder for predictions.csv and metrics.json (default reports/evaluate/<folder name>)"),
+    show: int = typer.Option(5, help="species printed per query"),
+) -> None:
+    """Run the configured retriever on your own query images against the whole catalog and score it."""
+    import yaml
+
+    from polarcatalog.retrieval.evaluate import evaluate_folder
+
+    try:
+        overrides = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in set_)}
+        p = load_params(params, overrides)
+    except ValueError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    root = params.resolve().parent
+    out = out or root / "reports" / "evaluate" / queries.resolve().name
+    try:
+        result = evaluate_folder(p, root, queries, labels, out)
+    except (FileNotFoundError, ValueError) as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(result.render(show))
+    typer.echo(f"wrote {out / 'predictions.csv'} and {out / 'metrics.json'}")
 
 
 @app.command()

@@ -45,6 +45,7 @@ class Curate(_Section):
     chunk_words: int = Field(40, ge=5, le=1000)
     chunk_overlap: int = Field(10, ge=0)
     anchor_filter: Literal["prototype", "imagenet_bird", "vlm"] = "prototype"
+    filter_encoder: Literal["efficientnet_lite0", "efficientnet_lite2"] = "efficientnet_lite0"
     prototype_z: float = Field(3.0, gt=0.0, le=10.0)
     bird_threshold: float = Field(0.1, gt=0.0, lt=1.0)
     vlm_model: str | None = None
@@ -73,28 +74,60 @@ class Curate(_Section):
 
 
 class Encoders(_Section):
-    image: list[str] = Field(default_factory=lambda: ["efficientnet_lite0"], min_length=1)
-    text: list[str] = Field(default_factory=lambda: ["minilm"])
+    image: list[str] = Field(default_factory=lambda: ["efficientnet_lite0", "efficientnet_lite2"], min_length=1)
+    text: str | None = "minilm"
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    batch_size: int = Field(64, ge=1, le=4096)
+    content_box: bool = True
+    anchor_scale: Literal["auto"] | int | None = "auto"
+    mirror_anchors: bool = True
 
     @field_validator("image")
     @classmethod
     def _known_image(cls, v: list[str]) -> list[str]:
-        from polarcatalog.encoders.registry import IMAGE_ENCODERS
+        from polarcatalog.encoders.registry import check_encoder_name
 
-        unknown = [n for n in v if n not in IMAGE_ENCODERS]
-        if unknown:
-            raise ValueError(f"unknown image encoder(s) {unknown}; allowed: {sorted(IMAGE_ENCODERS)}")
+        for name in v:
+            check_encoder_name(name, "image")
+        if len(set(v)) != len(v):
+            raise ValueError("each image encoder once")
+        return v
+
+    @field_validator("text")
+    @classmethod
+    def _known_text(cls, v: str | None) -> str | None:
+        from polarcatalog.encoders.registry import check_encoder_name
+
+        return None if v is None else check_encoder_name(v, "text")
+
+    @field_validator("anchor_scale")
+    @classmethod
+    def _scale(cls, v: Any) -> Any:
+        if isinstance(v, int) and not 8 <= v <= 4096:
+            raise ValueError("anchor_scale in pixels must lie in [8, 4096] (or 'auto', or null)")
         return v
 
 
 class Retrieval(_Section):
+    ensemble: list[str] = Field(default_factory=lambda: ["efficientnet_lite0"], min_length=1)
+    chunks: Literal["text", "multimodal", "anchors"] = "anchors"
+    reranker: str | None = "efficientnet_lite2"
     r: int = Field(100, ge=1)
     k: int = Field(5, ge=1)
     lam: float = Field(0.7, ge=0.0, le=1.0)
-    ensemble: bool = True
-    multimodal: bool = True
-    rerank: bool = True
+    center: bool = True
+    min_center_batch: int = Field(32, ge=2)
+    bridge_folds: int = Field(2, ge=2, le=20)
+    bridge_alpha: float = Field(1.0, gt=0.0)
+    index: Literal["flat", "ivf"] = "flat"
+    ivf_nlist: int = Field(256, ge=1)
+    seed: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _k_within_r(self) -> "Retrieval":
+        if self.k > self.r:
+            raise ValueError(f"k ({self.k}) cannot exceed r ({self.r}): the re-rank only sees the top-r chunks")
+        return self
 
 
 class Graph(_Section):
@@ -134,6 +167,14 @@ class Params(_Section):
     graph: Graph = Field(default_factory=Graph)
     ablations: Ablations = Field(default_factory=Ablations)
     tracking: Tracking = Field(default_factory=Tracking)
+
+    @model_validator(mode="after")
+    def _encoders_embedded(self) -> "Params":
+        missing = [n for n in [*self.retrieval.ensemble, self.retrieval.reranker] if n and n not in self.encoders.image]
+        if missing:
+            raise ValueError(f"retrieval uses {missing} but encoders.image ({self.encoders.image}) does not embed them; "
+                             "add them to encoders.image")
+        return self
 
     def section(self, name: str) -> dict[str, Any]:
         return getattr(self, name).model_dump()

@@ -23,3 +23,5 @@ INTERIM = Path("data/interim")
 PROCESSED = Path("data/processed")
 REPORTS = Path("reports")
 FIGURES = REPORTS / "figures"
+FEATURES = Path("data/features")
+FEATURE_CACHE = Path("data/cache/features")

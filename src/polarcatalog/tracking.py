@@ -23,6 +23,16 @@ from polarcatalog.config import Params, flatten
 from polarcatalog.paths import repo_root
 
 
+def metric_name(key: str) -> str:
+    """MLflow names allow [A-Za-z0-9_-. :/]: `mRR@1` is logged as `mRR_at_1`."""
+    return key.replace("@", "_at_").replace("λ", "lam").replace("+", "_plus_")
+
+
+def numeric_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, float]:
+    flat = flatten(metrics, prefix)
+    return {metric_name(k): float(v) for k, v in flat.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
 def tracking_uri(root: Path | None = None) -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(root or repo_root()).resolve()}/mlflow.db"
 
@@ -60,9 +70,7 @@ class StageRun:
 
     # -- logging -------------------------------------------------------------------------------
     def log_metrics(self, metrics: dict[str, Any], prefix: str = "") -> None:
-        flat = flatten(metrics, prefix)
-        numeric = {k: float(v) for k, v in flat.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        mlflow.log_metrics(numeric, run_id=self.run_id)
+        mlflow.log_metrics(numeric_metrics(metrics, prefix), run_id=self.run_id)
 
     def log_figure(self, fig: Any, path: str | Path) -> Path:
         """Save under reports/figures (the DVC output) and attach to the run."""
@@ -74,6 +82,15 @@ class StageRun:
 
     def log_table(self, df: pd.DataFrame, name: str) -> None:
         mlflow.log_text(df.to_markdown(index=False), f"tables/{name}.md", run_id=self.run_id)
+
+    def log_child(self, name: str, params: dict[str, Any], metrics: dict[str, Any]) -> str:
+        """One nested run under this stage's run (an ablation value under its axis), same provenance tags."""
+        parent = mlflow.get_run(self.run_id)
+        tags = {k: v for k, v in parent.data.tags.items() if not k.startswith("mlflow.")} | {"mlflow.parentRunId": self.run_id}
+        with mlflow.start_run(run_name=name, nested=True, tags=tags) as child:
+            mlflow.log_params(flatten(params))
+            mlflow.log_metrics(numeric_metrics(metrics))
+            return child.info.run_id
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         mlflow.log_artifact(str(self.root / path), artifact_path=artifact_path, run_id=self.run_id)

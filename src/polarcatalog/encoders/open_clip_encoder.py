@@ -1,0 +1,50 @@
+"""open_clip models (the paper's CLIP / OpenCLIP / SigLIP ViT-L/14): image and text towers in one space."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from PIL import Image
+from tqdm.auto import tqdm
+
+
+class OpenClipEncoder:
+    def __init__(self, model: str, pretrained: str, device: str = "auto"):
+        import open_clip
+
+        from polarcatalog.encoders.efficientnet_lite import resolve_device
+
+        self.device = resolve_device(device)
+        weights = None if pretrained in ("", "none", "random") else pretrained
+        if weights and ("/" in weights or weights.endswith((".safetensors", ".bin", ".pt", ".pth"))) and not Path(weights).is_file():
+            raise FileNotFoundError(f"open_clip:{model}:{weights}: checkpoint file not found (give a file, not a folder)")
+        self.model, _, self.preprocess = open_clip.create_model_and_transforms(model, pretrained=weights, device=self.device)
+        self.model.eval()
+        self.tokenizer = open_clip.get_tokenizer(model)
+        if weights and Path(weights).is_file():
+            st = os.stat(weights)
+            self.id = f"open_clip:{model}:{Path(weights).name}:{st.st_size}:{int(st.st_mtime)}"
+        else:
+            self.id = f"open_clip:{model}:{weights or 'random'}"
+        with torch.inference_mode():
+            self.dim = int(self.model.encode_text(self.tokenizer(["x"]).to(self.device)).shape[-1])
+
+    @torch.inference_mode()
+    def encode_images(self, images: Sequence[Image.Image], batch_size: int = 64) -> np.ndarray:
+        out = []
+        for i in tqdm(range(0, len(images), batch_size), desc=self.id, disable=len(images) <= batch_size):
+            x = torch.stack([self.preprocess(im) for im in images[i : i + batch_size]]).to(self.device)
+            out.append(torch.nn.functional.normalize(self.model.encode_image(x).float(), dim=-1).cpu().numpy())
+        return np.concatenate(out) if out else np.zeros((0, self.dim), np.float32)
+
+    @torch.inference_mode()
+    def encode_texts(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        out = []
+        for i in range(0, len(texts), batch_size):
+            tok = self.tokenizer(list(texts[i : i + batch_size])).to(self.device)
+            out.append(torch.nn.functional.normalize(self.model.encode_text(tok).float(), dim=-1).cpu().numpy())
+        return np.concatenate(out) if out else np.zeros((0, self.dim), np.float32)

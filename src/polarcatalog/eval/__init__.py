@@ -1,0 +1,1 @@
+"""Retrieval metrics exactly as the papers define them, and per-query audit logs."""

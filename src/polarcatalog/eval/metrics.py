@@ -1,0 +1,50 @@
+"""mRR@k, Recall@k, accuracy@1 (VR-RAG §6.1 "Metrics").
+
+mRR@k = mean over queries of 1/rank of the first correct species when rank <= k, else 0. A query whose
+gold species is absent from the ranked list (or from the catalog) has rank = inf and scores 0 everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Literal
+
+import numpy as np
+
+
+def gold_ranks(ranked: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """1-based position of `gold[q]` in `ranked[q]` (species ids, -1 = padding), inf if absent."""
+    ranked = np.asarray(ranked)
+    hit = ranked == np.asarray(gold)[:, None]
+    return np.where(hit.any(1), hit.argmax(1) + 1.0, np.inf)
+
+
+def ranks_from_scores(scores: np.ndarray, gold_idx: np.ndarray, ties: Literal["pessimistic", "optimistic"] = "pessimistic") -> np.ndarray:
+    """Rank of the gold column in each row of a full score matrix.
+
+    Ties are counted against the retriever by default (`pessimistic`): a constant scorer ranks gold last,
+    not first, so a degenerate model cannot look good by accident.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    g = scores[np.arange(len(scores)), gold_idx][:, None]
+    greater = (scores > g).sum(1)
+    if ties == "optimistic":
+        return greater + 1.0
+    return greater + (scores == g).sum(1) + 0.0  # the gold itself is one of the equal ones
+
+
+def mrr_at_k(ranks: np.ndarray, k: int) -> float:
+    ranks = np.asarray(ranks, dtype=np.float64)
+    return float(np.mean(np.where(ranks <= k, 1.0 / ranks, 0.0))) if len(ranks) else float("nan")
+
+
+def recall_at_k(ranks: np.ndarray, k: int) -> float:
+    ranks = np.asarray(ranks, dtype=np.float64)
+    return float(np.mean(ranks <= k)) if len(ranks) else float("nan")
+
+
+def summarize(ranks: np.ndarray, mrr_ks: Iterable[int] = (1, 5, 10), recall_ks: Iterable[int] = (1, 5, 10)) -> dict[str, float]:
+    out = {f"mRR@{k}": mrr_at_k(ranks, k) for k in mrr_ks}
+    out |= {f"R@{k}": recall_at_k(ranks, k) for k in recall_ks}
+    out["acc@1"] = recall_at_k(ranks, 1)
+    out["n"] = int(len(ranks))
+    return out

@@ -1,0 +1,52 @@
+"""One function for every index the project builds: exact flat inner product by default, IVF for scale,
+moved to the GPU when faiss-gpu is installed (the `gpu` extra) and a GPU is visible."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+
+
+def _faiss() -> Any:
+    try:
+        import faiss
+    except ImportError as exc:
+        raise ImportError("faiss is not installed: `make venv` installs faiss-cpu (extra `cpu`), "
+                          "or use EXTRAS=gpu,dev on a GPU machine") from exc
+    return faiss
+
+
+def gpu_available() -> bool:
+    faiss = _faiss()
+    return hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0
+
+
+def build_index(vectors: np.ndarray, kind: Literal["flat", "ivf"] = "flat", nlist: int = 256,
+                use_gpu: bool | None = None, seed: int = 0) -> Any:
+    """Inner-product index over l2-normalised rows (IP = cosine). IVF trains on the vectors themselves."""
+    faiss = _faiss()
+    x = np.ascontiguousarray(vectors, dtype=np.float32)
+    d = x.shape[1]
+    if kind == "flat":
+        index = faiss.IndexFlatIP(d)
+    elif kind == "ivf":
+        nlist = max(1, min(nlist, len(x) // 39 or 1))  # FAISS wants >= 39 training points per list
+        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
+        index.cp.seed = seed
+        index.train(x)
+        index.nprobe = max(1, nlist // 8)
+    else:
+        raise ValueError(f"unknown index kind {kind!r}; allowed: flat, ivf")
+    if use_gpu is None:
+        use_gpu = gpu_available()
+    if use_gpu:
+        index = faiss.index_cpu_to_all_gpus(index)
+    index.add(x)
+    return index
+
+
+def search(index: Any, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(scores [q, k], ids [q, k]); ids are -1 where fewer than k items exist."""
+    k = min(k, index.ntotal)
+    return index.search(np.ascontiguousarray(queries, dtype=np.float32), k)

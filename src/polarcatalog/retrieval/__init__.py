@@ -1,0 +1,1 @@
+"""Retrieval: VR-RAG (visual re-rank RAG) today; PolarMem's polar constraints compose on top later."""

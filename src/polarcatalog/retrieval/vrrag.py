@@ -1,0 +1,191 @@
+"""VR-RAG retrieval (Neural Catalog §5): multimodal chunk vectors, encoder ensemble, visual re-rank.
+
+    m   = (f(t) + 1/K sum_i g(a_i)) / 2                  Eq. 1, l2-normalised
+    s_m = mean over ensemble encoders of g(q) . m        §5.1 (score average)
+    s_i = h(q) . (1/K sum_i h(a_i))                      Eq. 2
+    s   = lam * s_m + (1 - lam) * s_i                    Eq. 2
+
+The ensemble score is one inner product: with the query [g_1(q), ..., g_E(q)] / E and the chunk
+[m_1, ..., m_E], q.m = 1/E sum_e g_e(q).m_e exactly, so a single FAISS index returns the ensemble's top-r.
+Candidates (top-r chunks -> species, s_m, s_i) are computed once per query set; re-ranking for any λ or k
+is then a sort (the λ and top-k ablations cost no encoding and no search).
+
+Departure (documented): the paper re-ranks chunks and then maps them to species; here chunks are first
+reduced to their species (max s_m), then species are re-ranked. Because s_i is a species-level score,
+max over a species' chunks of λ s_m + (1-λ) s_i equals λ max s_m + (1-λ) s_i: the order is identical.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from polarcatalog.index import build_index, search
+
+
+def normalise(x: np.ndarray) -> np.ndarray:
+    return (x / np.linalg.norm(x, axis=-1, keepdims=True).clip(1e-12)).astype(np.float32)
+
+
+def species_means(vectors: np.ndarray, owner: np.ndarray, n_species: int) -> np.ndarray:
+    """Mean of each species' anchor vectors (1/K sum_i g(a_i)), l2-normalised; vectorised with a bincount-style sum."""
+    sums = np.zeros((n_species, vectors.shape[1]), np.float64)
+    np.add.at(sums, owner, vectors)
+    counts = np.bincount(owner, minlength=n_species)[:, None]
+    return normalise(sums / np.maximum(counts, 1))
+
+
+def fit_bridge(text: np.ndarray, target: np.ndarray, chunk_species: np.ndarray, folds: int, alpha: float,
+               seed: int) -> tuple[np.ndarray, float]:
+    """Ridge map text -> image space, cross-fitted by species folds: a chunk is mapped by a model that never
+    saw its species (open-vocabulary honesty). Returns (bridged chunk vectors, mean held-out cosine)."""
+    rng = np.random.default_rng(seed)
+    species = np.unique(chunk_species)
+    fold_of = dict(zip(species, rng.permutation(len(species)) % folds))
+    fold = np.array([fold_of[s] for s in chunk_species])
+    X = np.hstack([text, np.ones((len(text), 1), text.dtype)]).astype(np.float64)
+    out = np.zeros_like(target, dtype=np.float64)
+    for f in range(folds):
+        tr, te = fold != f, fold == f
+        if not te.any():
+            continue
+        A = X[tr].T @ X[tr] + alpha * np.eye(X.shape[1])
+        W = np.linalg.solve(A, X[tr].T @ target[tr])
+        out[te] = X[te] @ W
+    out = normalise(out)
+    return out, float(np.mean(np.sum(out * normalise(target), axis=1)))
+
+
+@dataclass
+class Catalog:
+    """Per-encoder catalog vectors, ready for retrieval (centered, bridged, normalised)."""
+
+    species_ids: np.ndarray  # [S] species id of each catalog row
+    chunk_species: np.ndarray  # [C] index into species_ids
+    anchor_mean: dict[str, np.ndarray]  # name -> [S, d]
+    chunk_text: dict[str, np.ndarray]  # name -> [C, d] f(t) in the encoder's space
+    centre: dict[str, np.ndarray]  # name -> [d] the catalog's mean anchor (per-domain centering)
+    bridge_cosine: dict[str, float] = field(default_factory=dict)
+
+    def chunk_vectors(self, name: str, mode: str) -> np.ndarray:
+        a = self.anchor_mean[name][self.chunk_species]
+        if mode == "anchors":
+            return a
+        if mode == "text":
+            return self.chunk_text[name]
+        if mode == "multimodal":
+            return normalise((self.chunk_text[name] + a) / 2.0)  # Eq. 1
+        raise ValueError(f"unknown chunk mode {mode!r}; allowed: text, multimodal, anchors")
+
+
+def build_catalog(species_ids: np.ndarray, anchor_species: np.ndarray, chunk_species: np.ndarray,
+                  anchors: dict[str, np.ndarray], native_text: dict[str, np.ndarray | None], bridge_text: np.ndarray | None,
+                  center: bool, folds: int, alpha: float, seed: int) -> Catalog:
+    """anchor_species / chunk_species: species id per anchor row / chunk row."""
+    pos = {s: i for i, s in enumerate(species_ids)}
+    a_idx = np.array([pos[s] for s in anchor_species])
+    c_idx = np.array([pos[s] for s in chunk_species])
+    means, texts, centres, quality = {}, {}, {}, {}
+    for name, vecs in anchors.items():
+        m = species_means(vecs, a_idx, len(species_ids))
+        centres[name] = m.mean(0) if center else np.zeros(m.shape[1], np.float32)
+        means[name] = normalise(m - centres[name])
+        if native_text.get(name) is not None:
+            texts[name] = normalise(native_text[name])
+        elif bridge_text is not None:
+            texts[name], quality[name] = fit_bridge(bridge_text, means[name][c_idx], c_idx, folds, alpha, seed)
+    return Catalog(np.asarray(species_ids), c_idx, means, texts, centres, quality)
+
+
+def prepare_queries(queries: dict[str, np.ndarray], catalog: Catalog, center: bool, min_center_batch: int) -> dict[str, np.ndarray]:
+    """Per-domain centering: by the queries' own mean when there are enough of them (label-free, transductive),
+    otherwise by the catalog's mean; then l2-normalised."""
+    out = {}
+    for name, q in queries.items():
+        if not center:
+            out[name] = normalise(q)
+        elif len(q) >= min_center_batch:
+            out[name] = normalise(q - q.mean(0))
+        else:
+            out[name] = normalise(q - catalog.centre[name])
+    return out
+
+
+def retriever_queries_needed(rp: "object") -> list[str]:
+    """Image encoders a query must pass through for a retrieval config: the ensemble and the re-ranker."""
+    return list(dict.fromkeys([*rp.ensemble, *([rp.reranker] if rp.reranker else [])]))
+
+
+@dataclass
+class Candidates:
+    """Top-r species per query before re-ranking: species index (-1 = none), s_m and s_i."""
+
+    species: np.ndarray  # [Q, L] int
+    s_m: np.ndarray  # [Q, L]
+    s_i: np.ndarray  # [Q, L] (NaN without a re-ranker)
+
+
+@dataclass
+class Ranking:
+    species: np.ndarray  # [Q, k] species *ids* (-1 = none)
+    s_m: np.ndarray
+    s_i: np.ndarray
+    s: np.ndarray
+
+
+class VRRAG:
+    def __init__(self, catalog: Catalog, ensemble: list[str], chunks: str = "multimodal", reranker: str | None = None,
+                 r: int = 100, index: str = "flat", nlist: int = 256, seed: int = 0):
+        missing = [n for n in [*ensemble, reranker] if n and n not in catalog.anchor_mean]
+        if missing:
+            raise ValueError(f"encoders {missing} have no catalog features; embed them first (encoders.image)")
+        self.catalog, self.ensemble, self.chunks, self.reranker, self.r = catalog, ensemble, chunks, reranker, r
+        m = np.hstack([catalog.chunk_vectors(n, chunks) for n in ensemble])
+        self.index = build_index(m, index, nlist, seed=seed)
+
+    def candidates(self, queries: dict[str, np.ndarray], block: int = 1024) -> Candidates:
+        E = len(self.ensemble)
+        q = np.hstack([queries[n] for n in self.ensemble]) / E
+        s_m, ids = search(self.index, q, self.r)
+        sp = np.where(ids >= 0, self.catalog.chunk_species[np.maximum(ids, 0)], -1)
+        species, s_m = _first_per_species(sp, s_m, len(self.catalog.species_ids))
+        if self.reranker is None:
+            return Candidates(species, s_m, np.full_like(s_m, np.nan))
+        h_q, h_a = queries[self.reranker], self.catalog.anchor_mean[self.reranker]
+        s_i = np.full(species.shape, np.nan, np.float32)
+        for i in range(0, len(q), block):  # full [block, S] matmul, then gather: no per-candidate loop
+            full = h_q[i : i + block] @ h_a.T
+            sp_b = species[i : i + block]
+            s_i[i : i + block] = np.where(sp_b >= 0, np.take_along_axis(full, np.maximum(sp_b, 0), 1), np.nan)
+        return Candidates(species, s_m, s_i)
+
+    def rank(self, cands: Candidates, lam: float, k: int) -> Ranking:
+        return rank(cands, lam, k, self.catalog.species_ids, rerank=self.reranker is not None)
+
+
+def rank(cands: Candidates, lam: float, k: int, species_ids: np.ndarray, rerank: bool = True) -> Ranking:
+    """Eq. 2 and a stable sort (ties keep the s_m order); top-k species ids out."""
+    valid = cands.species >= 0
+    with np.errstate(invalid="ignore"):  # padding holds -inf / NaN; masked on the next line
+        s = lam * cands.s_m + (1.0 - lam) * cands.s_i if rerank else cands.s_m.copy()
+    s = np.where(valid, s, -np.inf)
+    order = np.argsort(-s, axis=1, kind="stable")[:, :k]
+    take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
+    sp = take(cands.species)
+    ids = np.where(sp >= 0, np.asarray(species_ids)[np.maximum(sp, 0)], -1)
+    return Ranking(ids, take(cands.s_m), take(cands.s_i), take(s))
+
+
+def _first_per_species(sp: np.ndarray, scores: np.ndarray, n_species: int) -> tuple[np.ndarray, np.ndarray]:
+    """Keep each species' first (= best, rows are sorted) chunk per row; compact rows left. Vectorised."""
+    Q, L = sp.shape
+    key = np.where(sp >= 0, np.arange(Q)[:, None] * (n_species + 1) + sp, -1 - np.arange(Q * L).reshape(Q, L))
+    _, first = np.unique(key.ravel(), return_index=True)
+    keep = np.zeros(Q * L, bool)
+    keep[first] = True
+    keep = keep.reshape(Q, L) & (sp >= 0)
+    order = np.argsort(~keep, axis=1, kind="stable")
+    species = np.where(np.take_along_axis(keep, order, 1), np.take_along_axis(sp, order, 1), -1)
+    s = np.where(species >= 0, np.take_along_axis(scores, order, 1), -np.inf).astype(np.float32)
+    return species, s

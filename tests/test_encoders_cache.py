@@ -1,0 +1,139 @@
+"""Real encoder classes (tiny, random, offline) through the one encode-and-cache path; FAISS vs brute force."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from polarcatalog.encoders import create_image_encoder, create_text_encoder, has_text_tower
+from polarcatalog.encoders.preprocess import Preprocess, apply, content_box
+from polarcatalog.features.cache import FeatureCache
+from polarcatalog.features.encode import encode_image_files, encode_texts
+
+TINY_CLIP = {"embed_dim": 16,
+             "vision_cfg": {"image_size": 64, "layers": 2, "width": 32, "head_width": 16, "patch_size": 16},
+             "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 2}}
+
+
+@pytest.fixture(autouse=True)
+def _threads():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def tiny_clip_name(tmp_path_factory):
+    import open_clip
+
+    folder = tmp_path_factory.mktemp("oc_cfg")
+    (folder / "pc-tiny-clip.json").write_text(json.dumps(TINY_CLIP))
+    open_clip.add_model_config(folder)
+    return "pc-tiny-clip"
+
+
+@pytest.fixture
+def images(tmp_path):
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(5):
+        a = np.full((50, 60, 3), 255, np.uint8)
+        a[10:40, 15:45] = rng.integers(0, 255, (30, 30, 3))
+        p = tmp_path / f"im{i}.png"
+        Image.fromarray(a).save(p)
+        paths.append(str(p))
+    return paths
+
+
+def test_open_clip_through_the_cache(tiny_clip_name, images, tmp_path):
+    torch.manual_seed(0)
+    enc = create_image_encoder(f"open_clip:{tiny_clip_name}:random", "cpu")
+    assert enc.dim == 16 and has_text_tower(f"open_clip:{tiny_clip_name}:random")
+    views = Preprocess(content_box=True, scale_to=None, mirror=True)
+    stats: dict[str, int] = {}
+    first, ok = encode_image_files(enc, images, tmp_path / "cache", views, stats=stats)
+    assert ok.all() and first.shape == (5, 16) and np.allclose(np.linalg.norm(first, axis=1), 1, atol=1e-5)
+    assert stats == {"hits": 0, "misses": 5}
+    second, _ = encode_image_files(enc, images, tmp_path / "cache", views, stats=stats)
+    assert stats == {"hits": 5, "misses": 5}  # cache hit: nothing re-encoded
+    np.testing.assert_array_equal(first, second)
+    # other views are other features: new keys, encoded once
+    encode_image_files(enc, images, tmp_path / "cache", Preprocess(True, None, False), stats=stats)
+    assert stats["misses"] == 10
+    # mirrored view = mean of the image and its mirror
+    im = apply(content_box(Image.open(images[0]).convert("RGB")), Preprocess(False, None, True))
+    both = enc.encode_images(im)
+    np.testing.assert_allclose(first[0], (both.mean(0) / np.linalg.norm(both.mean(0))), atol=1e-5)
+    texts = encode_texts(enc, ["a red bird", "a blue fish"], tmp_path / "cache", stats=stats)
+    assert texts.shape == (2, 16) and stats["misses"] == 12
+
+
+def test_open_clip_local_checkpoint_file_reproduces_embeddings(tiny_clip_name, images, tmp_path):
+    from safetensors.torch import save_file
+
+    torch.manual_seed(1)
+    enc = create_image_encoder(f"open_clip:{tiny_clip_name}:random", "cpu")
+    ckpt = tmp_path / "tiny.safetensors"
+    save_file({k: v.contiguous() for k, v in enc.model.state_dict().items()}, str(ckpt))
+    loaded = create_image_encoder(f"open_clip:{tiny_clip_name}:{ckpt}", "cpu")
+    ims = [Image.open(p).convert("RGB") for p in images]
+    np.testing.assert_allclose(enc.encode_images(ims), loaded.encode_images(ims), atol=1e-6)
+    assert "tiny.safetensors" in loaded.id
+    with pytest.raises(FileNotFoundError, match="checkpoint file not found"):
+        create_image_encoder(f"open_clip:{tiny_clip_name}:{tmp_path / 'nope.safetensors'}", "cpu")
+
+
+def test_dinov2_hf_through_the_same_path(images, tmp_path):
+    from transformers import BitImageProcessor, Dinov2Config, Dinov2Model
+
+    torch.manual_seed(0)
+    folder = tmp_path / "dinov2"
+    Dinov2Model(Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, mlp_ratio=2, image_size=56)).save_pretrained(folder)
+    BitImageProcessor(size={"shortest_edge": 56}, crop_size={"height": 56, "width": 56},
+                      image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]).save_pretrained(folder)
+    name = f"hf:{folder}"
+    assert not has_text_tower(name)
+    enc = create_image_encoder(name, "cpu")
+    stats: dict[str, int] = {}
+    v, ok = encode_image_files(enc, images + [str(tmp_path / "missing.png")], tmp_path / "cache", Preprocess(), stats=stats)
+    assert enc.dim == 32 and v.shape == (6, 32) and ok.tolist() == [True] * 5 + [False]
+    assert np.allclose(np.linalg.norm(v[:5], axis=1), 1, atol=1e-5) and not v[5].any()
+    assert len(FeatureCache(tmp_path / "cache", enc.id).index) == 5  # the unreadable file is not cached
+    with pytest.raises(ValueError, match="no text tower"):
+        enc.encode_texts(["x"])
+
+
+def test_embedded_text_encoder_is_offline_and_normalised(tmp_path):
+    enc = create_text_encoder("minilm", "cpu")
+    v = encode_texts(enc, ["A small green Pokémon with a bulb.", "A yellow mouse."], tmp_path / "c")
+    assert v.shape == (2, 384) and np.allclose(np.linalg.norm(v, axis=1), 1, atol=1e-5)
+    assert float(v[0] @ v[1]) < 0.99
+
+
+def test_faiss_flat_equals_brute_force_and_ivf_finds_clusters():
+    from polarcatalog.index import build_index, search
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(500, 24)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    q = x[:20] + 0.01 * rng.normal(size=(20, 24)).astype(np.float32)
+    scores, ids = search(build_index(x, "flat", use_gpu=False), q, 5)
+    brute = q @ x.T
+    np.testing.assert_array_equal(ids, np.argsort(-brute, axis=1)[:, :5])
+    np.testing.assert_allclose(scores, -np.sort(-brute, axis=1)[:, :5], atol=1e-5)
+    _, ivf_ids = search(build_index(x, "ivf", nlist=8, use_gpu=False), q, 1)
+    assert (ivf_ids[:, 0] == np.arange(20)).mean() >= 0.9
+
+
+def test_cache_returns_repeated_keys_in_request_order(tmp_path):
+    cache = FeatureCache(tmp_path, "enc@test")
+    cache.put(["a", "b"], np.array([[1, 0], [0, 1]], np.float32))
+    cache.put(["c"], np.array([[2, 2]], np.float32))
+    found, vecs = FeatureCache(tmp_path, "enc@test").get(["c", "x", "a", "c", "b"])  # a fresh instance reads the disk
+    assert found.tolist() == [True, False, True, True, True]
+    np.testing.assert_array_equal(vecs, [[2, 2], [1, 0], [2, 2], [0, 1]])
