@@ -163,7 +163,7 @@ def test_cli_evaluate_on_a_tiny_folder(repo, tmp_path):
     assert set(pred["gold_species_id"].dropna().astype(int)) == {1, 4, 7}
     # labels from a CSV instead of folders; an unknown species id is counted, not scored
     labels = tmp_path / "labels.csv"
-    labels.write_text("image,species_id\nbulbasaur/a.png,1\nunlabelled.png,25\n4/a.png,99999\n")
+    labels.write_text("image,species_id\nbulbasaur/a.png,1\nSquirtle/a.png,7\n4/a.png,99999\n")  # 99999: no such species
     _sh([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(q), "--labels", str(labels),
          "--out", str(tmp_path / "out2")], root, env)
     m2 = json.loads((tmp_path / "out2/metrics.json").read_text())

@@ -34,9 +34,12 @@ def read_query_folder(folder: Path, species: pd.DataFrame, labels_csv: Path | No
         if missing:
             raise ValueError(f"--labels {labels_csv}: needs columns image,species_id (missing {sorted(missing)})")
         labels["image"] = labels["image"].astype(str)
+        # ids as text ("25", not "25.0" once a missing value made the column float)
+        ids = pd.to_numeric(labels["species_id"], errors="coerce").astype("Int64")
+        labels["species_id"] = [str(i) if i is not pd.NA else str(raw) for i, raw in zip(ids, labels["species_id"])]
         df = df.merge(labels[["image", "species_id"]].rename(columns={"image": "query_id", "species_id": "label"}), on="query_id", how="left")
     else:
         df["label"] = [Path(q).parent.name if "/" in q else None for q in df["query_id"]]
-    df["species_id"] = [lookup.get(str(l).strip().lower()) if l is not None and l == l else None for l in df["label"]]
+    df["species_id"] = [lookup.get(str(l).strip().lower()) if isinstance(l, str) else None for l in df["label"]]
     df["species_id"] = df["species_id"].astype("Int64")
     return df
