@@ -47,6 +47,7 @@ def lambda_figure(df: pd.DataFrame) -> plt.Figure:
     ax.set_xlabel("λ  (s = λ·s_m + (1−λ)·s_i)")
     ax.set_ylabel("mRR")
     ax.set_title("Impact of varying λ (cf. VR-RAG Fig. 3)")
+    ax.legend(bbox_to_anchor=(1.02, 1), loc="upper left", fontsize=8)
     return fig
 
 
@@ -55,4 +56,5 @@ def top_k_figure(df: pd.DataFrame) -> plt.Figure:
     sns.lineplot(df, x="k", y="R@k", hue="queries", marker="o", ax=ax)
     ax.set_ylabel("Recall@k (gold among the k species passed on)")
     ax.set_title("Impact of top-k (cf. VR-RAG Fig. 2; no reader model: retrieval recall)")
+    ax.legend(bbox_to_anchor=(1.02, 1), loc="upper left", fontsize=8)
     return fig
