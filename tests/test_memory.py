@@ -83,3 +83,55 @@ def test_soft_interpolates_between_similarity_and_hard():
     mid = soft_order(states, sim, 0.3)
     # a moderate penalty is neither: some conflicts are demoted, not all below every compatible node
     assert not np.array_equal(mid, hard_order(states, sim)) and not np.array_equal(mid, np.argsort(-sim, kind="stable"))
+
+
+from polarcatalog.memory.concepts import cub_labels, cub_vocabulary, pokemon_labels, pokemon_vocabulary  # noqa: E402
+from polarcatalog.memory.query_parser import parse_structured, parse_text  # noqa: E402
+from tests.conftest import shared  # noqa: E402
+
+VOCAB = pokemon_vocabulary(with_pokeapi=True)
+
+
+@pytest.mark.parametrize("text, pos, neg", [
+    ("a yellow Pokémon that is not an electric type", ["colour:yellow"], ["type:electric"]),
+    ("a red Pokémon without wings", ["colour:red"], ["shape:wings"]),
+    ("blue water-type, not fire", ["colour:blue", "type:water"], ["type:fire"]),
+    ("small green grass type but not poison", ["size:small", "colour:green", "type:grass"], ["type:poison"]),
+    ("It isn't a ghost type and it is purple", ["colour:purple"], ["type:ghost"]),
+    ("neither red nor blue", [], ["colour:red", "colour:blue"]),
+    ("a non-flying bird that lives in the forest", ["habitat:forest"], ["type:flying"]),
+    ("a huge grey Pokémon with four legs", ["size:huge", "colour:gray", "shape:quadruped"], []),
+    ("a fire pokemon with no yellow markings", ["type:fire"], ["colour:yellow"]),
+    ("something completely unrelated", [], []),
+])
+def test_text_parser_phrasings(text, pos, neg):
+    q = parse_text(text, VOCAB)
+    assert list(q.q_pos) == pos and list(q.q_neg) == neg
+
+
+def test_structured_queries_are_checked():
+    q = parse_structured({"has": ["colour:yellow", "colour:yellow"], "not_has": ["type:electric"]}, VOCAB)
+    assert q.q_pos == ("colour:yellow",) and q.q_neg == ("type:electric",)
+    with pytest.raises(ValueError, match="unknown concept"):
+        parse_structured({"has": ["colour:turquoise"]}, VOCAB)
+
+
+def test_pokemon_vocabulary_and_ground_truth():
+    import pandas as pd
+
+    base = pokemon_vocabulary()
+    assert sum(c.group == "type" for c in base) == 18 and not any(c.group == "shape" for c in base)
+    assert len({c.id for c in VOCAB}) == len(VOCAB) == 18 + 11 + 5 + 14 + 9
+    sp = pd.DataFrame({"types": [["grass", "poison"]], "height_m": [0.7], "pokedex_colour": ["green"],
+                       "shape": ["quadruped"], "habitat": ["grassland"]})
+    y = pokemon_labels(sp, VOCAB, [0.5, 1.0, 2.0, 4.0])
+    on = sorted(c.id for c, v in zip(VOCAB, y[0]) if v)
+    assert on == ["colour:green", "habitat:grassland", "shape:quadruped", "size:small", "type:grass", "type:poison"]
+
+
+def test_cub_vocabulary_is_readable():
+    vocab = cub_vocabulary(shared("cub") / "attributes.txt")
+    assert len(vocab) == 312 and vocab[0].id == "cub:1"
+    assert vocab[0].name == "curved (up or down) bill shape"
+    y = cub_labels(shared("cub") / "class_attribute_labels_continuous.txt")
+    assert y.shape == (200, 312) and 0 < y.mean() < 0.5
