@@ -53,3 +53,19 @@ def test_vlm_filter_p_yes_batched_equals_one_by_one(tmp_path):
     assert np.ptp(p) > 1e-4  # different images, different scores: the image reaches the answer
     res = create_anchor_filter("vlm", vlm_model=str(folder), vlm_threshold=float(np.median(p)), domain="birds", device="cpu")(images)
     assert res.keep.sum() >= 1 and (res.keep == (res.scores >= res.threshold)).all()
+
+
+def test_vlm_verifier_prefix_reuse_equals_one_by_one(tmp_path):
+    """All concepts x templates of an image in one batch on a shared image prefix == full prompts one by one."""
+    from polarcatalog.memory.verify import VLMVerifier
+
+    folder = save_tiny_qwen25_vl(tmp_path / "vlm")
+    v = VLMVerifier(str(folder), "cpu", templates=("Is there {concept}? Reply Yes or No", "Can you see {concept}?"))
+    image = Image.fromarray(np.random.default_rng(1).integers(0, 255, (56, 84, 3), dtype=np.uint8))
+    concepts = ["red wings", "a long tail", "fire", "a very long and detailed striped pattern"]
+    calls = v.calls
+    fast = v.scores(image, concepts)
+    assert v.calls - calls == 2  # one prefix pass + one batched suffix pass
+    slow = np.array([[v.p_yes_one(image, t.format(concept=c)) for t in v.templates] for c in concepts]).mean(1)
+    np.testing.assert_allclose(fast, slow, atol=1e-5)
+    assert np.ptp(fast) > 1e-4

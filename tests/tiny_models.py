@@ -62,7 +62,7 @@ def save_tiny_qwen25_vl(folder: Path) -> Path:
     torch.manual_seed(0)
     tok = tiny_tokenizer()
     ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIAL}
-    text = dict(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+    text = dict(vocab_size=len(tok), bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                 num_key_value_heads=2, max_position_embeddings=4096, initializer_range=0.1, tie_word_embeddings=False,
                 rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]})
     vision = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=14,

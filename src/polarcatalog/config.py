@@ -131,13 +131,65 @@ class Retrieval(_Section):
 
 
 class Graph(_Section):
+    verifier: Literal["probe", "vlm"] = "probe"
+    vlm_model: str | None = None
+    probe_folds: int = Field(2, ge=2, le=20)
+    probe_c: float = Field(1.0, gt=0.0)
+    probe_dim: int | None = Field(256, ge=2)
+    proposer: Literal["top_n", "random_n", "all"] = "top_n"
+    proposer_n: int = Field(12, ge=1)
     kappa: float = Field(0.5, ge=0.0)
-    templates: int = Field(3, ge=1)
+    templates: int = Field(3, ge=1, le=3)
+    constraint: str = "hard"
+    adaptive_max_penalty: float = Field(1.0, gt=0.0)
+    adaptive_temperature: float = Field(0.02, gt=0.0)
+    critical_completion: bool = True
+    constraint_k: int = Field(3, ge=1)
+    seed: int = Field(0, ge=0)
+
+    @field_validator("constraint")
+    @classmethod
+    def _strength(cls, v: str) -> str:
+        return _check_strength(v)
+
+    @model_validator(mode="after")
+    def _vlm(self) -> "Graph":
+        if self.verifier == "vlm" and not self.vlm_model:
+            raise ValueError("verifier 'vlm' needs vlm_model (a hub id or a local Qwen2-VL-class folder)")
+        return self
+
+
+def _check_strength(v: str) -> str:
+    import re
+
+    if v in ("none", "hard", "adaptive") or re.fullmatch(r"soft:\d+(\.\d+)?", v):
+        return v
+    raise ValueError(f"constraint strength {v!r}; allowed: none, hard, adaptive, soft:<penalty> (e.g. soft:0.05)")
+
+
+def _check_coverage(v: str) -> str:
+    import re
+
+    if v == "all" or re.fullmatch(r"(top_n|random_n):\d+", v):
+        return v
+    raise ValueError(f"proposer coverage {v!r}; allowed: all, top_n:<N>, random_n:<N>")
 
 
 class Ablations(_Section):
     lam: list[float] = Field(default_factory=lambda: [round(0.1 * i, 1) for i in range(11)], min_length=1)
     top_k: list[int] = Field(default_factory=lambda: [1, 3, 5, 10, 15], min_length=1)
+    constraint: list[str] = Field(default_factory=lambda: ["none", "soft:0.01", "soft:0.03", "soft:0.1", "adaptive", "hard"], min_length=1)
+    coverage: list[str] = Field(default_factory=lambda: ["random_n:6", "top_n:3", "top_n:6", "top_n:12", "top_n:24", "all"], min_length=1)
+
+    @field_validator("constraint")
+    @classmethod
+    def _strengths(cls, v: list[str]) -> list[str]:
+        return [_check_strength(x) for x in v]
+
+    @field_validator("coverage")
+    @classmethod
+    def _coverages(cls, v: list[str]) -> list[str]:
+        return [_check_coverage(x) for x in v]
 
     @field_validator("lam")
     @classmethod

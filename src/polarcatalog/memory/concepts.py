@@ -52,12 +52,15 @@ def pokemon_vocabulary(with_pokeapi: bool = False) -> list[Concept]:
 
 
 def pokemon_labels(species: pd.DataFrame, vocab: list[Concept], size_bins: list[float]) -> np.ndarray:
-    """Ground truth [S, C] (bool): types from the package; colour = PokeAPI's Pokédex colour (not our measured
-    colours, which would make the evaluation circular); size from height; shape / habitat from PokeAPI."""
+    """Ground truth [S, C] (bool): types from the package; colour = PokeAPI's Pokédex colour when present, else the
+    dominant colours measured from the artwork (pixel statistics, independent of the image features the verifier
+    uses, but noisier: reports say which); size from height; shape / habitat from PokeAPI."""
     index = {c.id: j for j, c in enumerate(vocab)}
     y = np.zeros((len(species), len(vocab)), bool)
     for i, row in enumerate(species.to_dict("records")):
         ids = [f"type:{t}" for t in row["types"]] + [f"size:{size_class(row['height_m'], size_bins)}"]
+        if not isinstance(row.get("pokedex_colour"), str) and row.get("colours") is not None:
+            ids += [f"colour:{c}" for c in row["colours"]]
         for col, group in (("pokedex_colour", "colour"), ("shape", "shape"), ("habitat", "habitat")):
             value = row.get(col)
             if isinstance(value, str):

@@ -1,0 +1,84 @@
+"""PolarMem ablation axes: constraint strength (Fig. 3 / Table 3) and proposer coverage (Table 2)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from polarcatalog.eval.metrics import gold_ranks
+from polarcatalog.memory.build import PolarSetup
+from polarcatalog.memory.evaluate import covered, evaluate_strengths
+from polarcatalog.memory.graph import edge_quality
+from polarcatalog.memory.propose import proposal_recall
+from polarcatalog.retrieval.polar import Strength, candidate_states, reorder
+
+
+def constraint_axis(setup: PolarSetup, gp, specs: list[str]) -> pd.DataFrame:
+    g = setup.graph(gp.proposer, gp.proposer_n, gp.kappa, gp.seed)
+    if gp.critical_completion:
+        g = g.completed()
+    has, not_has = g.species_incidence(setup.inputs.species_ids)
+    strengths = [Strength.parse(s, gp.adaptive_max_penalty) for s in specs]
+    df = evaluate_strengths(setup.cand, setup.s, setup.target, setup.queries, has, not_has, setup.inputs.truth,
+                            strengths, gp.constraint_k, gp.adaptive_temperature)
+    df.insert(0, "spec", specs)
+    return df
+
+
+def coverage_axis(setup: PolarSetup, gp, specs: list[str]) -> pd.DataFrame:
+    """Table 2 layout: Proposal Recall@K, score on covered vs missed queries, overall; score = target mRR@1 under
+    the configured constraint strength, without completion (so that coverage is what varies), plus a final row
+    with critical-concept completion on the largest proposal."""
+    truth_nodes = setup.inputs.truth[[list(setup.inputs.species_ids).index(s) for s in setup.inputs.anchor_species]]
+    nodes: dict[int, list[int]] = {}
+    for v, s in enumerate(setup.inputs.anchor_species):
+        nodes.setdefault(int(list(setup.inputs.species_ids).index(s)), []).append(v)
+    strength = Strength.parse(gp.constraint, gp.adaptive_max_penalty)
+    cq = setup.queries
+    c, sc, tg = setup.cand[cq.rows], setup.s[cq.rows], setup.target[cq.rows]
+    rows = []
+    for spec in [*specs, f"{specs[-1]} + critical completion"]:
+        base = spec.replace(" + critical completion", "")
+        strategy, n = ("all", None) if base == "all" else (base.split(":")[0], int(base.split(":")[1]))
+        g = setup.graph(strategy, n, gp.kappa, gp.seed)
+        if spec.endswith("critical completion"):
+            g = g.completed()
+        has, not_has = g.species_incidence(setup.inputs.species_ids)
+        states = candidate_states(c, has, not_has, cq.q_pos, cq.q_neg)
+        ranks = gold_ranks(np.take_along_axis(c, reorder(states, sc, strength, gp.adaptive_temperature), 1), tg)
+        hit = ranks <= 1
+        cov = covered(cq, g.proposed, setup.target, nodes)
+        eq = edge_quality(g, truth_nodes)
+        rows.append({"setting": spec, "Proposal Recall@K": proposal_recall(g.proposed, truth_nodes),
+                     "score (covered)": float(hit[cov].mean()) if cov.any() else float("nan"),
+                     "score (missed)": float(hit[~cov].mean()) if (~cov).any() else float("nan"),
+                     "overall score": float(hit.mean()), "covered queries": float(cov.mean()),
+                     "HAS precision": eq["has_precision"], "HAS recall": eq["has_recall"],
+                     "NOT_HAS precision": eq["not_has_precision"], "NOT_HAS recall": eq["not_has_recall"]})
+    return pd.DataFrame(rows)
+
+
+def constraint_figure(df: pd.DataFrame, k: int) -> plt.Figure:
+    cols = [f"Conflict@{k} (memory)", f"Conflict@{k} (ground truth)", "target mRR@1"]
+    long = df.melt(id_vars=["strength"], value_vars=cols, var_name="metric")
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    sns.barplot(long, x="strength", y="value", hue="metric", ax=ax)
+    ax.set_xlabel("constraint strength")
+    ax.set_title("Constraint strength: conflicts kept in the top-k vs accuracy (cf. PolarMem Fig. 3)")
+    ax.legend(bbox_to_anchor=(1.02, 1), loc="upper left", fontsize=8)
+    plt.setp(ax.get_xticklabels(), rotation=20)
+    return fig
+
+
+def coverage_figure(df: pd.DataFrame) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    sns.lineplot(df, x="Proposal Recall@K", y="overall score", marker="o", ax=ax, label="overall")
+    sns.lineplot(df, x="Proposal Recall@K", y="score (covered)", marker="s", ax=ax, label="covered")
+    ax.set_ylabel("target accuracy@1 under constraints")
+    ax.set_title("Proposer coverage (cf. PolarMem Table 2)")
+    return fig

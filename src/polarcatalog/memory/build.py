@@ -1,0 +1,139 @@
+"""The graph stage's steps: inputs and ground truth, verification, proposal + partition, the graph, its cost."""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+
+from polarcatalog.memory.concepts import Concept, pokemon_labels, pokemon_vocabulary
+from polarcatalog.memory.graph import PolarGraph, align_edges
+from polarcatalog.memory.partition import partition
+from polarcatalog.memory.propose import propose
+from polarcatalog.memory.verify import ProbeVerifier
+from polarcatalog.retrieval.experiment import Workspace
+
+
+@dataclass
+class GraphInputs:
+    vocab: list[Concept]
+    species_ids: np.ndarray
+    truth: np.ndarray  # [S, C] ground truth per species
+    anchor_x: np.ndarray
+    anchor_species: np.ndarray
+    query_x: np.ndarray
+    query_species: np.ndarray
+    colour_truth: str  # "pokedex" | "measured"
+
+
+def graph_inputs(ws: Workspace, size_bins: list[float]) -> GraphInputs:
+    """Vocabulary and truth from the species table; features = every embedded image encoder, each l2-normalised."""
+    with_pokeapi = "shape" in ws.species.columns and ws.species["shape"].notna().any()
+    vocab = pokemon_vocabulary(with_pokeapi=with_pokeapi)
+    truth = pokemon_labels(ws.species, vocab, size_bins)
+    norm = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True).clip(1e-12)  # noqa: E731
+    names = sorted(ws.anchor_f)
+    return GraphInputs(vocab, ws.species["species_id"].to_numpy(), truth,
+                       np.hstack([norm(ws.anchor_f[n]) for n in names]), ws.anchors["species_id"].to_numpy(),
+                       np.hstack([norm(ws.query_f[n]) for n in names]), ws.queries["species_id"].to_numpy(),
+                       "pokedex" if with_pokeapi else "measured")
+
+
+def truth_rows(inputs: GraphInputs, species: np.ndarray) -> np.ndarray:
+    pos = {s: i for i, s in enumerate(inputs.species_ids)}
+    return inputs.truth[[pos[s] for s in species]]
+
+
+def verify_all(inputs: GraphInputs, folds: int, c: float, seed: int, dim: int | None = 256) -> tuple[np.ndarray, np.ndarray]:
+    """Cross-fitted probe scores for every anchor (catalog node) and every query image."""
+    v = ProbeVerifier(folds, c, seed, dim)
+    y = truth_rows(inputs, inputs.anchor_species)
+    x = np.vstack([inputs.anchor_x, inputs.query_x])
+    s = np.concatenate([inputs.anchor_species, inputs.query_species])
+    scores = v.cross_fit(inputs.anchor_x, y, inputs.anchor_species, x, s)
+    return scores[: len(inputs.anchor_x)], scores[len(inputs.anchor_x):]
+
+
+def build_graph(inputs: GraphInputs, anchor_ids: list[str], scores: np.ndarray, strategy: str, n: int | None,
+                kappa: float, seed: int, chunk_ids: list[str] | None = None, chunk_species: np.ndarray | None = None,
+                chunk_texts: list[str] | None = None) -> PolarGraph:
+    """Propose -> partition each image's proposed scores (τ*, δ per image) -> polarized graph."""
+    proposed = propose(scores, strategy, n, seed)
+    states = np.zeros(scores.shape, np.int8)
+    tau, delta = np.zeros(len(scores)), np.zeros(len(scores))
+    for v in range(len(scores)):
+        p = partition(scores[v, proposed[v]], kappa)
+        states[v, proposed[v]] = p.states
+        tau[v], delta[v] = p.tau_star, p.delta
+    texts = chunk_texts or []
+    align = align_edges(texts, inputs.vocab)
+    return PolarGraph(inputs.vocab, anchor_ids, inputs.anchor_species, states, proposed, scores,
+                      list(chunk_ids or []), np.asarray(chunk_species if chunk_species is not None else []), align, tau, delta)
+
+
+@contextmanager
+def measured(costs: list[dict], stage: str, episodes: int, calls: float = 0.0) -> Iterator[None]:
+    """Time and Python-heap peak of one stage, reported per episode (one catalog image), Table 7 style."""
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds = time.perf_counter() - t0
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        costs.append({"stage": stage, "time per episode (ms)": 1000 * seconds / max(episodes, 1),
+                      "backend calls per episode": calls, "peak memory (MB)": peak / 2**20, "total (s)": seconds})
+
+
+def cost_table(costs: list[dict]) -> pd.DataFrame:
+    df = pd.DataFrame(costs)
+    total = {"stage": "Total", "time per episode (ms)": df["time per episode (ms)"].sum(),
+             "backend calls per episode": df["backend calls per episode"].sum(),
+             "peak memory (MB)": df["peak memory (MB)"].max(), "total (s)": df["total (s)"].sum()}
+    return pd.concat([df, pd.DataFrame([total])], ignore_index=True).round(3)
+
+
+@dataclass
+class PolarSetup:
+    """Everything the constraint and coverage axes share: graph inputs, verifier scores, VR-RAG candidates."""
+
+    inputs: GraphInputs
+    anchor_ids: list[str]
+    anchor_scores: np.ndarray
+    cand: np.ndarray  # [Q, L] species index of each VR-RAG candidate (-1 = none)
+    s: np.ndarray  # [Q, L] fused VR-RAG score
+    target: np.ndarray  # [Q] species index of each query
+    queries: "object"  # ConstrainedQueries
+
+    def graph(self, strategy: str, n: int | None, kappa: float, seed: int) -> PolarGraph:
+        return build_graph(self.inputs, self.anchor_ids, self.anchor_scores, strategy, n, kappa, seed)
+
+
+def save_scores(path, inputs: GraphInputs, anchor_scores: np.ndarray, query_scores: np.ndarray) -> None:
+    np.savez(path, anchor=anchor_scores, query=query_scores, concepts=np.array([c.id for c in inputs.vocab]))
+
+
+def polar_setup(ws: Workspace, params, scores_path) -> PolarSetup:
+    from polarcatalog.memory.evaluate import make_constrained_queries
+    from polarcatalog.retrieval import experiment as ex
+
+    inputs = graph_inputs(ws, params.curate.size_bins_m)
+    with np.load(scores_path, allow_pickle=False) as z:
+        if z["concepts"].tolist() != [c.id for c in inputs.vocab]:
+            raise ValueError(f"{scores_path} was written for another vocabulary; rerun the graph stage")
+        anchor_scores = z["anchor"]
+    catalog = ex.catalog_for(ws, params.retrieval)
+    _, _, ranking = ex.run(ws, catalog, params.retrieval)
+    pos = {s: i for i, s in enumerate(inputs.species_ids)}
+    lookup = np.full(int(inputs.species_ids.max()) + 2, -1)
+    lookup[inputs.species_ids] = np.arange(len(inputs.species_ids))
+    cand = np.where(ranking.species >= 0, lookup[np.maximum(ranking.species, 0)], -1)
+    target = np.array([pos[s] for s in ws.queries["species_id"]])
+    cq = make_constrained_queries(target, cand, inputs.truth, inputs.vocab, params.graph.seed)
+    return PolarSetup(inputs, ws.anchors["candidate_id"].tolist(), anchor_scores, cand, ranking.s, target, cq)

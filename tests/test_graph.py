@@ -1,0 +1,82 @@
+"""The polarized graph: construction, GraphML round-trip, incidence, completion, quality; proposer; probe honesty."""
+
+import numpy as np
+import pytest
+
+from polarcatalog.memory.concepts import Concept
+from polarcatalog.memory.graph import PolarGraph, align_edges, edge_quality, graph_stats, read_graphml
+from polarcatalog.memory.partition import HAS, NOT_HAS, UNCERTAIN
+from polarcatalog.memory.propose import propose, proposal_recall
+from polarcatalog.memory.verify import ProbeVerifier
+
+VOCAB = [Concept("colour:red", "colour", "red", ("red",)), Concept("shape:wings", "shape", "wings", ("wings",)),
+         Concept("type:fire", "type", "fire type", ("fire type", "fire"))]
+
+
+def _graph():
+    states = np.array([[HAS, NOT_HAS, UNCERTAIN], [NOT_HAS, HAS, HAS], [HAS, HAS, NOT_HAS]], np.int8)
+    proposed = np.array([[1, 1, 1], [1, 1, 0], [1, 1, 1]], bool)  # node 1 never proposed "fire"
+    scores = np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.9], [0.7, 0.9, 0.1]])
+    texts = ["A red Pokémon without wings.", "A fire type with wings."]
+    return PolarGraph(VOCAB, ["a", "b", "c"], np.array([10, 11, 11]), states, proposed, scores, ["t0", "t1"],
+                      np.array([10, 11]), align_edges(texts, VOCAB), np.array([0.5, 0.5, 0.5]), np.array([0.1, 0.1, 0.1]))
+
+
+def test_graphml_round_trip(tmp_path):
+    g = _graph()
+    g.write_graphml(tmp_path / "g.graphml")
+    back = read_graphml(tmp_path / "g.graphml")
+    nx_g = g.to_networkx()
+    assert set(back.nodes) == set(nx_g.nodes) and back.number_of_edges() == nx_g.number_of_edges() == 7 + 3
+    rel = sorted((u, v, d["relation"]) for u, v, d in back.edges(data=True))
+    assert ("visual:a", "concept:colour:red", "HAS") in rel and ("visual:a", "concept:shape:wings", "NOT_HAS") in rel
+    assert ("visual:b", "concept:type:fire", "HAS") not in rel  # not proposed: no edge, whatever its state
+    assert ("text:t0", "concept:colour:red", "ALIGN") in rel and ("text:t0", "concept:shape:wings", "ALIGN") not in rel
+    assert back.nodes["visual:a"]["kind"] == "visual" and back.nodes["visual:a"]["species_id"] == 10
+
+
+def test_species_incidence_and_completion():
+    g = _graph()
+    has, not_has = g.species_incidence(np.array([11, 10]))
+    assert has.toarray().tolist() == [[True, True, False], [True, False, False]]  # species 11: any of nodes b, c
+    assert not_has.toarray().tolist() == [[True, False, True], [False, True, False]]
+    full = g.completed()  # node b's unproposed "fire" (score 0.9 > τ + δ = 0.6) becomes HAS
+    assert full.states[1, 2] == HAS and full.proposed.all() and (full.states[0] == g.states[0]).all()
+
+
+def test_quality_and_stats_hand_computed():
+    g = _graph()
+    truth = np.array([[1, 0, 0], [0, 1, 1], [1, 1, 0]], bool)
+    q = edge_quality(g, truth)
+    assert q["has_precision"] == 1.0 and q["has_recall"] == pytest.approx(4 / 5)
+    assert q["not_has_precision"] == 1.0 and q["not_has_recall"] == pytest.approx(3 / 4)
+    s = graph_stats(g, retrieved_nodes=np.array([0, -1]))
+    assert s["has_edges"] == 4 and s["not_has_edges"] == 3 and s["align_edges"] == 3
+    assert s["uncertain_fraction"] == pytest.approx(1 / 8) and s["concepts_active_in_top_k"] == pytest.approx(1 / 3)
+
+
+def test_proposer_and_proposal_recall():
+    scores = np.array([[0.1, 0.9, 0.5, 0.3], [0.8, 0.1, 0.2, 0.7]])
+    assert propose(scores, "top_n", 2).tolist() == [[False, True, True, False], [True, False, False, True]]
+    assert propose(scores, "all").all() and propose(scores, "random_n", 2, seed=1).sum(1).tolist() == [2, 2]
+    truth = np.array([[1, 1, 0, 0], [0, 0, 0, 0]], bool)
+    assert proposal_recall(propose(scores, "top_n", 2), truth) == 0.5  # the second image has no truth: skipped
+    with pytest.raises(ValueError, match="allowed"):
+        propose(scores, "psychic", 2)
+
+
+def test_probe_scores_never_depend_on_the_scored_species_labels():
+    rng = np.random.default_rng(0)
+    species = np.repeat(np.arange(40), 3)
+    x = rng.normal(size=(120, 16))
+    y = (x[:, :2] > 0).astype(bool)
+    v = ProbeVerifier(folds=2, seed=0, dim=None)
+    a = v.cross_fit(x, y, species, x, species)
+    flipped = y.copy()
+    flipped[species == 7] = ~flipped[species == 7]
+    b = v.cross_fit(x, flipped, species, x, species)
+    np.testing.assert_allclose(a[species == 7], b[species == 7])  # species 7's own labels never reach its probe
+    assert not np.allclose(a, b)
+    from sklearn.metrics import roc_auc_score
+
+    assert roc_auc_score(y[:, 0], a[:, 0]) > 0.9  # a linearly decodable concept is recovered

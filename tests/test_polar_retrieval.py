@@ -1,0 +1,68 @@
+"""PolarMem constraints over VR-RAG candidates: states, orders per strength, Conflict@k and filter rate."""
+
+import numpy as np
+import pytest
+
+from polarcatalog.memory.logic import CONFLICT, ENTAILMENT, NEUTRAL, incidence, logic_states
+from polarcatalog.retrieval.polar import (Strength, ambiguity, candidate_states, conflict_at_k, filter_rate, reorder)
+
+
+def test_candidate_states_equal_algorithm_1_per_query():
+    rng = np.random.default_rng(0)
+    S, C, Q, L = 30, 12, 15, 8
+    has = incidence([(s, c) for s in range(S) for c in range(C) if rng.random() < 0.2], S, C)
+    not_has = incidence([(s, c) for s in range(S) for c in range(C) if rng.random() < 0.2], S, C)
+    cand = rng.integers(0, S, (Q, L))
+    cand[0, -2:] = -1
+    q_pos = [list(rng.choice(C, 2, replace=False)) for _ in range(Q)]
+    q_neg = [list(rng.choice(C, 1)) for _ in range(Q)]
+    got = candidate_states(cand, has, not_has, q_pos, q_neg)
+    for q in range(Q):
+        ref = logic_states(has, not_has, q_pos[q], q_neg[q])
+        valid = cand[q] >= 0
+        assert got[q, valid].tolist() == ref[cand[q, valid]].tolist()
+        assert (got[q, ~valid] == NEUTRAL).all()
+
+
+def test_strengths_order_as_specified():
+    rng = np.random.default_rng(1)
+    s = np.sort(rng.uniform(0.2, 0.8, (40, 10)), axis=1)[:, ::-1].copy()
+    s[0, -3:] = -np.inf  # padding
+    states = rng.choice([CONFLICT, NEUTRAL, ENTAILMENT], size=s.shape).astype(np.int8)
+    none = reorder(states, s, Strength("none"))
+    assert (none == np.arange(10)).all()  # s already sorted: VR-RAG order kept
+    hard = reorder(states, s, Strength("hard"))
+    valid = np.isfinite(s)
+    for q in range(40):
+        st = states[q, hard[q]][valid[q, hard[q]]]
+        assert (np.diff(st) <= 0).all()  # never a conflict above a compatible candidate
+        assert not valid[q, hard[q]][: valid[q].sum()].tolist().count(False)  # padding last
+    assert (reorder(states, s, Strength("soft", 0.0)) == none).all()
+    assert (reorder(states, s, Strength("soft", 1e6)) == hard).all()
+    # adaptive with zero ambiguity keeps the visual order; with a huge p_max and flat scores it is hard
+    flat = np.zeros_like(s)
+    assert (reorder(states, flat, Strength("adaptive", 1e6)) == reorder(states, flat, Strength("hard"))).all()
+
+
+def test_ambiguity_bounds():
+    confident = np.array([[0.9, 0.1, 0.1, 0.1]])
+    flat = np.array([[0.5, 0.5, 0.5, 0.5]])
+    assert ambiguity(confident, 0.02)[0] < 0.01 and ambiguity(flat, 0.02)[0] == pytest.approx(1.0)
+    assert ambiguity(np.array([[0.5, -np.inf, -np.inf]]), 0.02)[0] == 0.0
+
+
+def test_conflict_at_k_and_filter_rate_hand_computed():
+    conflicting = np.array([[True, False, True, False], [False, False, False, True]])
+    valid = np.ones_like(conflicting)
+    order = np.array([[0, 1, 2, 3], [0, 1, 2, 3]])
+    assert conflict_at_k(conflicting, order, valid, k=3) == pytest.approx((2 / 3 + 0) / 2)
+    assert filter_rate(conflicting, order, valid, k=3) == pytest.approx(1 / 3)  # 3 conflicting, 1 kept out
+    moved = np.array([[1, 3, 0, 2], [0, 1, 2, 3]])
+    assert conflict_at_k(conflicting, moved, valid, k=2) == 0.0 and filter_rate(conflicting, moved, valid, k=2) == 1.0
+
+
+def test_strength_parsing():
+    assert Strength.parse("soft:0.05") == Strength("soft", 0.05)
+    assert Strength.parse("adaptive", 2.0) == Strength("adaptive", 2.0)
+    with pytest.raises(ValueError, match="allowed: none, hard"):
+        Strength.parse("medium")
