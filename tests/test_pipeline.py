@@ -99,7 +99,8 @@ def test_one_mlflow_run_per_stage_with_notebook_and_figures(repo):
     root, env = repo
     parents, children = _stage_runs(env)
     runs = {r.info.run_name: r for r in parents}
-    assert sorted(r.info.run_name for r in parents) == sorted(["fetch", "curate", "embed", "retrieve", "ablate_lam", "ablate_top_k"])
+    assert sorted(r.info.run_name for r in parents) == sorted(["fetch", "curate", "embed", "retrieve", "graph", "ablate_lam",
+                                                               "ablate_top_k", "ablate_constraint", "ablate_coverage"])
     assert all(r.info.status == "FINISHED" for r in parents + children)
     # one child run per ablation value, under its axis
     lam_children = [c for c in children if c.data.tags["mlflow.parentRunId"] == runs["ablate_lam"].info.run_id]
@@ -132,6 +133,27 @@ def test_retrieval_table_and_ablation_outputs(repo):
     assert top_k["values"] == [1, 3, 5, 10, 15] and top_k["R@k"] == sorted(top_k["R@k"])  # recall never drops with k
     for fig in ("ablate_lam", "ablate_top_k", "retrieval_table"):
         assert (root / f"reports/figures/{fig}.png").stat().st_size > 1000
+
+
+def test_polarized_graph_and_constraint_tables(repo):
+    root, _ = repo
+    from polarcatalog.memory.graph import read_graphml
+
+    g = read_graphml(root / "data/processed/graph/polar_graph.graphml")
+    kinds = [d["kind"] for _, d in g.nodes(data=True)]
+    assert kinds.count("visual") >= N_SPECIES and kinds.count("concept") > 20
+    relations = {d["relation"] for _, _, d in g.edges(data=True)}
+    assert {"HAS", "NOT_HAS"} <= relations
+    graph = json.loads((root / "reports/graph.json").read_text())
+    assert 0 <= graph["edges"]["has_precision"] <= 1 and graph["stats"]["visual_nodes"] >= N_SPECIES
+    constraint = json.loads((root / "reports/ablate_constraint.json").read_text())
+    rows = {r["spec"]: r for r in constraint["table"]}
+    # hard retrieval keeps no memory-conflicting candidate in the top-3 when enough compatible ones exist
+    assert rows["hard"]["Conflict@3 (memory, >= 3 compatible)"] == 0.0
+    assert rows["none"]["Conflict@3 (memory)"] >= rows["hard"]["Conflict@3 (memory)"]
+    coverage = json.loads((root / "reports/ablate_coverage.json").read_text())
+    recall = {r["setting"]: r["Proposal Recall@K"] for r in coverage["table"]}
+    assert recall["all"] == 1.0 and recall["top_n:3"] <= recall["top_n:12"] <= recall["all"]
 
 
 def test_changing_a_lambda_value_reruns_only_the_lambda_sweep(repo):

@@ -18,7 +18,7 @@ from polarcatalog.config import load_params
 from polarcatalog.tracking import start_stage
 params = load_params(params_file, overrides)
 run = start_stage("probe", params, ["tracking", "retrieval"], executed_notebook)
-run.log_metrics({"answer": {"value": 42, "mRR@1": 0.5, "name": "not a number"}})"""
+run.log_metrics({"answer": {"value": 42, "mRR@1": 0.5, "name": "not a number", "Conflict@3 (memory, >= 3)": 0.0}})"""
 
 
 def _notebook(path: Path, body: list[str]) -> Path:
@@ -63,7 +63,7 @@ def test_finished_run_has_params_metrics_tags_and_notebook(workspace):
     assert run.info.status == "FINISHED" and run.info.run_name == "probe"
     assert run.data.params["retrieval.lam"] == "0.7" and run.data.params["tracking.experiment"] == "polarcatalog"
     assert run.data.metrics["answer.value"] == 42 and run.data.metrics["answer.mRR_at_1"] == 0.5
-    assert "answer.name" not in run.data.metrics
+    assert "answer.name" not in run.data.metrics and run.data.metrics["answer.Conflict_at_3 _memory_ ge 3_"] == 0.0
     assert run.data.tags["dvc_stage"] == "probe" and "git_commit" in run.data.tags and "git_dirty" in run.data.tags
     arts = [a.path for a in MlflowClient().list_artifacts(run.info.run_id, "notebook")]
     assert arts == ["notebook/ok.out.ipynb"]

@@ -10,6 +10,7 @@ so that a cell that raises ends the run as FAILED, with the traceback and the ex
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import traceback
 from pathlib import Path
@@ -24,8 +25,9 @@ from polarcatalog.paths import repo_root
 
 
 def metric_name(key: str) -> str:
-    """MLflow names allow [A-Za-z0-9_-. :/]: `mRR@1` is logged as `mRR_at_1`."""
-    return key.replace("@", "_at_").replace("λ", "lam").replace("+", "_plus_")
+    """MLflow names allow [A-Za-z0-9_-. :/]: `mRR@1` is logged as `mRR_at_1`, `(memory, >= 3)` as `_memory_ ge 3_`."""
+    key = key.replace("@", "_at_").replace("λ", "lam").replace("+", "_plus_").replace(">=", "ge")
+    return re.sub(r"[^A-Za-z0-9_\-. :/]", "_", key)
 
 
 def numeric_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, float]:

@@ -31,9 +31,9 @@ def constraint_axis(setup: PolarSetup, gp, specs: list[str]) -> pd.DataFrame:
 
 
 def coverage_axis(setup: PolarSetup, gp, specs: list[str]) -> pd.DataFrame:
-    """Table 2 layout: Proposal Recall@K, score on covered vs missed queries, overall; score = target mRR@1 under
-    the configured constraint strength, without completion (so that coverage is what varies), plus a final row
-    with critical-concept completion on the largest proposal."""
+    """Table 2 layout: Proposal Recall@K, score on covered vs missed queries, overall; score = target accuracy@1
+    under the configured constraint strength, without completion (so that coverage is what varies), plus a final
+    row with critical-concept completion on the configured proposer (`graph.proposer`, `graph.proposer_n`)."""
     truth_nodes = setup.inputs.truth[[list(setup.inputs.species_ids).index(s) for s in setup.inputs.anchor_species]]
     nodes: dict[int, list[int]] = {}
     for v, s in enumerate(setup.inputs.anchor_species):
@@ -42,7 +42,8 @@ def coverage_axis(setup: PolarSetup, gp, specs: list[str]) -> pd.DataFrame:
     cq = setup.queries
     c, sc, tg = setup.cand[cq.rows], setup.s[cq.rows], setup.target[cq.rows]
     rows = []
-    for spec in [*specs, f"{specs[-1]} + critical completion"]:
+    configured = "all" if gp.proposer == "all" else f"{gp.proposer}:{gp.proposer_n}"
+    for spec in [*specs, f"{configured} + critical completion"]:
         base = spec.replace(" + critical completion", "")
         strategy, n = ("all", None) if base == "all" else (base.split(":")[0], int(base.split(":")[1]))
         g = setup.graph(strategy, n, gp.kappa, gp.seed)
