@@ -66,3 +66,35 @@ def test_strength_parsing():
     assert Strength.parse("adaptive", 2.0) == Strength("adaptive", 2.0)
     with pytest.raises(ValueError, match="allowed: none, hard"):
         Strength.parse("medium")
+
+
+def test_constrained_queries_and_strength_table_on_a_toy_catalog():
+    import scipy.sparse as sp
+
+    from polarcatalog.memory.build import query_image_concepts
+    from polarcatalog.memory.concepts import Concept
+    from polarcatalog.memory.evaluate import make_constrained_queries, evaluate_strengths
+
+    vocab = [Concept(f"colour:{c}", "colour", c, (c,)) for c in ("red", "blue", "green", "yellow")]
+    truth = np.array([[1, 0, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1], [1, 0, 0, 1], [0, 1, 1, 0]], bool)
+    cand = np.array([[1, 0, 2, 3, 4, 5], [0, 4, 1, 2, 3, 5]])  # query 0 (gold 0) sees look-alike 1 first
+    s = np.sort(np.random.default_rng(0).uniform(0.3, 0.6, (2, 6)), axis=1)[:, ::-1].copy()
+    target = np.array([0, 0])
+    cq = make_constrained_queries(target, cand, truth, vocab, seed=0)
+    assert cq.rows.tolist() == [0, 1] and cq.q_pos == [[0], [0]]
+    assert cq.distractor[0] == 1 and cq.q_neg[0] == [1]  # species 1 is red AND blue: "red, not blue"
+    assert cq.text[0] == "a Pokémon with red that is not blue"
+    has, not_has = sp.csr_matrix(truth), sp.csr_matrix(~truth)  # a perfect memory
+    df = evaluate_strengths(cand, s, target, cq, has, not_has, truth, [Strength("none"), Strength("hard")], k=3)
+    none, hard = df.iloc[0], df.iloc[1]
+    # only species 0 and 4 are red and not blue: hard puts both first, the third slot must hold a conflict
+    assert hard["Conflict@3 (memory)"] == pytest.approx(1 / 3) == hard["Conflict@3 (ground truth)"]
+    assert np.isnan(hard["Conflict@3 (memory, >= 3 compatible)"])  # no query has 3 compatible candidates
+    assert none["Conflict@3 (ground truth)"] > hard["Conflict@3 (ground truth)"] and hard["target mRR@1"] == 1.0
+    assert 0 < hard["concepts active in top-3"] <= 1
+    # extra (query-image) constraints only change the memory check: forbidding "red" makes the gold conflict
+    extra = ([[], []], [[0], [0]])
+    with_extra = evaluate_strengths(cand, s, target, cq, has, not_has, truth, [Strength("hard")], k=3, extra=extra)
+    assert with_extra.iloc[0]["target mRR@1"] < 1.0
+    pos, neg = query_image_concepts(np.array([[0.95, 0.9, 0.05, 0.02]]), "all", None, 0.0, 0)
+    assert pos == [[0, 1]] and neg == [[2, 3]]

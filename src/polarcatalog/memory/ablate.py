@@ -11,7 +11,7 @@ import pandas as pd
 import seaborn as sns
 
 from polarcatalog.eval.metrics import gold_ranks
-from polarcatalog.memory.build import PolarSetup
+from polarcatalog.memory.build import PolarSetup, query_image_concepts
 from polarcatalog.memory.evaluate import covered, evaluate_strengths
 from polarcatalog.memory.graph import edge_quality
 from polarcatalog.memory.propose import proposal_recall
@@ -27,7 +27,14 @@ def constraint_axis(setup: PolarSetup, gp, specs: list[str]) -> pd.DataFrame:
     df = evaluate_strengths(setup.cand, setup.s, setup.target, setup.queries, has, not_has, setup.inputs.truth,
                             strengths, gp.constraint_k, gp.adaptive_temperature)
     df.insert(0, "spec", specs)
-    return df
+    # the configured strength again, with the query image's own verified concepts as extra constraints
+    extra = query_image_concepts(setup.query_scores, gp.proposer, gp.proposer_n, gp.kappa, gp.seed)
+    row = evaluate_strengths(setup.cand, setup.s, setup.target, setup.queries, has, not_has, setup.inputs.truth,
+                             [Strength.parse(gp.constraint, gp.adaptive_max_penalty)], gp.constraint_k,
+                             gp.adaptive_temperature, extra=extra)
+    row.insert(0, "spec", f"{gp.constraint} + query-image concepts")
+    row["strength"] = row["strength"] + " + query-image concepts"
+    return pd.concat([df, row], ignore_index=True)
 
 
 def coverage_axis(setup: PolarSetup, gp, specs: list[str]) -> pd.DataFrame:
@@ -72,7 +79,7 @@ def constraint_figure(df: pd.DataFrame, k: int) -> plt.Figure:
     ax.set_xlabel("constraint strength")
     ax.set_title("Constraint strength: conflicts kept in the top-k vs accuracy (cf. PolarMem Fig. 3)")
     ax.legend(bbox_to_anchor=(1.02, 1), loc="upper left", fontsize=8)
-    plt.setp(ax.get_xticklabels(), rotation=20)
+    plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
     return fig
 
 

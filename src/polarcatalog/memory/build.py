@@ -59,6 +59,31 @@ def verify_all(inputs: GraphInputs, folds: int, c: float, seed: int, dim: int | 
     return scores[: len(inputs.anchor_x)], scores[len(inputs.anchor_x):]
 
 
+def verify_vlm(ws: Workspace, inputs: GraphInputs, model: str, device: str, n_templates: int) -> tuple[np.ndarray, np.ndarray]:
+    """VLM verifier scores (GPU profile): every concept x template of an image in one batch on a shared prefix."""
+    from tqdm.auto import tqdm
+
+    from polarcatalog.data.images import load_rgb
+    from polarcatalog.memory.verify import TEMPLATES, VLMVerifier
+
+    v = VLMVerifier(model, device, TEMPLATES[:n_templates])
+    names = [c.name for c in inputs.vocab]
+    score = lambda paths: np.stack([v.scores(load_rgb(p), names) for p in tqdm(paths, desc="VLM verify")])  # noqa: E731
+    return score(ws.anchors["path"].tolist()), score(ws.queries["path"].tolist())
+
+
+def query_image_concepts(query_scores: np.ndarray, strategy: str, n: int | None, kappa: float, seed: int) -> tuple[list[list[int]], list[list[int]]]:
+    """The query image's own verified concepts (proposed, then partitioned like a catalog image): HAS -> Q+, NOT_HAS -> Q−."""
+    proposed = propose(query_scores, strategy, n, seed)
+    pos, neg = [], []
+    for q in range(len(query_scores)):
+        idx = np.flatnonzero(proposed[q])
+        st = partition(query_scores[q, idx], kappa).states
+        pos.append(idx[st == 1].tolist())
+        neg.append(idx[st == -1].tolist())
+    return pos, neg
+
+
 def build_graph(inputs: GraphInputs, anchor_ids: list[str], scores: np.ndarray, strategy: str, n: int | None,
                 kappa: float, seed: int, chunk_ids: list[str] | None = None, chunk_species: np.ndarray | None = None,
                 chunk_texts: list[str] | None = None) -> PolarGraph:
@@ -106,6 +131,7 @@ class PolarSetup:
     inputs: GraphInputs
     anchor_ids: list[str]
     anchor_scores: np.ndarray
+    query_scores: np.ndarray
     cand: np.ndarray  # [Q, L] species index of each VR-RAG candidate (-1 = none)
     s: np.ndarray  # [Q, L] fused VR-RAG score
     target: np.ndarray  # [Q] species index of each query
@@ -127,7 +153,7 @@ def polar_setup(ws: Workspace, params, scores_path) -> PolarSetup:
     with np.load(scores_path, allow_pickle=False) as z:
         if z["concepts"].tolist() != [c.id for c in inputs.vocab]:
             raise ValueError(f"{scores_path} was written for another vocabulary; rerun the graph stage")
-        anchor_scores = z["anchor"]
+        anchor_scores, query_scores = z["anchor"], z["query"]
     catalog = ex.catalog_for(ws, params.retrieval)
     _, _, ranking = ex.run(ws, catalog, params.retrieval)
     pos = {s: i for i, s in enumerate(inputs.species_ids)}
@@ -136,4 +162,4 @@ def polar_setup(ws: Workspace, params, scores_path) -> PolarSetup:
     cand = np.where(ranking.species >= 0, lookup[np.maximum(ranking.species, 0)], -1)
     target = np.array([pos[s] for s in ws.queries["species_id"]])
     cq = make_constrained_queries(target, cand, inputs.truth, inputs.vocab, params.graph.seed)
-    return PolarSetup(inputs, ws.anchors["candidate_id"].tolist(), anchor_scores, cand, ranking.s, target, cq)
+    return PolarSetup(inputs, ws.anchors["candidate_id"].tolist(), anchor_scores, query_scores, cand, ranking.s, target, cq)

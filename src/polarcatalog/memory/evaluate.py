@@ -69,10 +69,18 @@ def gt_conflicts(cand: np.ndarray, truth: np.ndarray, q_pos: list[list[int]], q_
 
 
 def evaluate_strengths(cand: np.ndarray, s: np.ndarray, target: np.ndarray, cq: ConstrainedQueries, has, not_has,
-                       truth: np.ndarray, strengths: list[Strength], k: int = 3, temperature: float = 0.02) -> pd.DataFrame:
-    """One row per constraint strength. cand/s: the VR-RAG candidates (species indices, fused scores) of cq.rows."""
+                       truth: np.ndarray, strengths: list[Strength], k: int = 3, temperature: float = 0.02,
+                       extra: tuple[list[list[int]], list[list[int]]] | None = None) -> pd.DataFrame:
+    """One row per constraint strength. cand/s: the VR-RAG candidates (species indices, fused scores) of cq.rows.
+    `extra` = (Q+, Q−) per query added to the memory check only (the query image's verified concepts); ground-truth
+    conflicts stay defined by the user's constraints."""
     c, sc, tg = cand[cq.rows], s[cq.rows], target[cq.rows]
-    states = candidate_states(c, has, not_has, cq.q_pos, cq.q_neg)
+    q_pos, q_neg = cq.q_pos, cq.q_neg
+    if extra is not None:
+        q_pos = [sorted(set(p) | set(extra[0][r])) for p, r in zip(q_pos, cq.rows)]
+        q_neg = [sorted(set(n) | set(extra[1][r])) for n, r in zip(q_neg, cq.rows)]
+    states = candidate_states(c, has, not_has, q_pos, q_neg)
+    has_dense = has.toarray() if hasattr(has, "toarray") else np.asarray(has)
     valid = c >= 0
     mem_conflict = (states == CONFLICT) & valid
     gt_conflict = gt_conflicts(c, truth, cq.q_pos, cq.q_neg)
@@ -89,7 +97,10 @@ def evaluate_strengths(cand: np.ndarray, s: np.ndarray, target: np.ndarray, cq: 
             f"Conflict@{k} (ground truth)": conflict_at_k(gt_conflict, order, valid, k),
             "Filter rate (memory)": filter_rate(mem_conflict, order, valid, k),
             "Filter rate (ground truth)": filter_rate(gt_conflict, order, valid, k),
-            "target mRR@1": m["mRR@1"], f"target R@{k}": m[f"R@{k}"], "queries": int(len(c)),
+            "target mRR@1": m["mRR@1"], f"target R@{k}": m[f"R@{k}"],
+            # PolarMem B.2: share of the vocabulary that some retrieved top-k memory asserts (HAS)
+            f"concepts active in top-{k}": float(has_dense[np.unique(ranked[:, :k][ranked[:, :k] >= 0])].any(0).mean()),
+            "queries": int(len(c)),
         })
     return pd.DataFrame(rows)
 

@@ -101,7 +101,7 @@ def conflict_at_k(conflicting: np.ndarray, order: np.ndarray, valid: np.ndarray,
     top_v = np.take_along_axis(valid, order, 1)[:, :k]
     n = top_v.sum(1)
     share = np.divide((top_c & top_v).sum(1), n, out=np.zeros(len(n)), where=n > 0)
-    return float(share.mean())
+    return float(share.mean()) if len(share) else float("nan")  # no query: undefined, not 0
 
 
 def filter_rate(conflicting: np.ndarray, order: np.ndarray, valid: np.ndarray, k: int = 3) -> float:
