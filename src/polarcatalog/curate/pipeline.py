@@ -71,14 +71,14 @@ def filter_anchors(candidates: pd.DataFrame, anchor_filter: AnchorFilter, quaran
                    artwork: dict[int, Image.Image] | None = None) -> pd.DataFrame:
     """Score every loadable candidate; `keep` per the filter; species left with none keep their best (`fallback`)."""
     cand = candidates.copy()
-    artwork = artwork or {}
     images, idx = [], []
     to_load = []
     for i, row in enumerate(cand.itertuples()):
-        if row.source == "artwork" and row.species_id in artwork:
-            images.append(artwork[row.species_id])
-            idx.append(i)
-        elif row.source != "artwork" or Path(row.path).is_file():
+        if artwork is not None and row.source == "artwork":
+            if row.species_id in artwork:  # decoded once by build_species; a failed one is already quarantined
+                images.append(artwork[row.species_id])
+                idx.append(i)
+        else:
             to_load.append(i)
     ok, loaded = load_many([cand["path"].iloc[i] for i in to_load], quarantine, "anchor_candidate")
     images += loaded
