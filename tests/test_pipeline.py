@@ -205,3 +205,7 @@ def test_second_repro_does_nothing_and_forced_rerun_is_identical(repo):
     assert "up to date" in _sh(["dvc", "status"], root, env).stdout
     _sh(["dvc", "repro", "--force", "--single-item", "curate"], root, env)
     assert (root / "reports/curation.json").read_bytes() == before  # seeded: identical metrics
+    for stage, metrics in (("embed", "embed.json"), ("graph", "graph.json"), ("ablate@lam", "ablate_lam.json")):
+        before = (root / "reports" / metrics).read_bytes()
+        _sh(["dvc", "repro", "--force", "--single-item", stage], root, env)
+        assert (root / "reports" / metrics).read_bytes() == before, metrics
