@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from polarcatalog.retrieval.vrrag import (VRRAG, Catalog, _first_per_species, build_catalog, fit_bridge, normalise,
-                                          prepare_queries, rank, species_means)
+                                          prepare_queries, species_means)
 
 
 def _toy(seed: int = 0, S: int = 6, C_per: int = 2, d: int = 8):

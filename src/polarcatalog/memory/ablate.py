@@ -11,7 +11,7 @@ import pandas as pd
 import seaborn as sns
 
 from polarcatalog.eval.metrics import gold_ranks
-from polarcatalog.memory.build import PolarSetup, query_image_concepts
+from polarcatalog.memory.build import PolarSetup, query_image_concepts, truth_rows
 from polarcatalog.memory.evaluate import covered, evaluate_strengths
 from polarcatalog.memory.graph import edge_quality
 from polarcatalog.memory.propose import proposal_recall
@@ -41,10 +41,10 @@ def coverage_axis(setup: PolarSetup, gp, specs: list[str]) -> pd.DataFrame:
     """Table 2 layout: Proposal Recall@K, score on covered vs missed queries, overall; score = target accuracy@1
     under the configured constraint strength, without completion (so that coverage is what varies), plus a final
     row with critical-concept completion on the configured proposer (`graph.proposer`, `graph.proposer_n`)."""
-    truth_nodes = setup.inputs.truth[[list(setup.inputs.species_ids).index(s) for s in setup.inputs.anchor_species]]
+    truth_nodes = truth_rows(setup.inputs, setup.inputs.anchor_species)
     nodes: dict[int, list[int]] = {}
-    for v, s in enumerate(setup.inputs.anchor_species):
-        nodes.setdefault(int(list(setup.inputs.species_ids).index(s)), []).append(v)
+    for v, row in enumerate(setup.inputs.species_index(setup.inputs.anchor_species)):
+        nodes.setdefault(int(row), []).append(v)
     strength = Strength.parse(gp.constraint, gp.adaptive_max_penalty)
     cq = setup.queries
     c, sc, tg = setup.cand[cq.rows], setup.s[cq.rows], setup.target[cq.rows]

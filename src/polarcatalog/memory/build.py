@@ -30,6 +30,13 @@ class GraphInputs:
     query_species: np.ndarray
     colour_truth: str  # "pokedex" | "measured"
 
+    def species_index(self, species: np.ndarray) -> np.ndarray:
+        """Row of `species_ids` for each species id (-1 for ids outside the catalog or padding), vectorised."""
+        lookup = np.full(int(max(self.species_ids.max(), np.max(species, initial=0))) + 1, -1)
+        lookup[self.species_ids] = np.arange(len(self.species_ids))
+        species = np.asarray(species)
+        return np.where(species >= 0, lookup[np.maximum(species, 0)], -1)
+
 
 def graph_inputs(ws: Workspace, size_bins: list[float]) -> GraphInputs:
     """Vocabulary and truth from the species table; features = every embedded image encoder, each l2-normalised."""
@@ -45,8 +52,7 @@ def graph_inputs(ws: Workspace, size_bins: list[float]) -> GraphInputs:
 
 
 def truth_rows(inputs: GraphInputs, species: np.ndarray) -> np.ndarray:
-    pos = {s: i for i, s in enumerate(inputs.species_ids)}
-    return inputs.truth[[pos[s] for s in species]]
+    return inputs.truth[inputs.species_index(species)]
 
 
 def verify_all(inputs: GraphInputs, folds: int, c: float, seed: int, dim: int | None = 256) -> tuple[np.ndarray, np.ndarray]:
@@ -145,7 +151,8 @@ def save_scores(path, inputs: GraphInputs, anchor_scores: np.ndarray, query_scor
     np.savez(path, anchor=anchor_scores, query=query_scores, concepts=np.array([c.id for c in inputs.vocab]))
 
 
-def polar_setup(ws: Workspace, params, scores_path) -> PolarSetup:
+def polar_setup(ws: Workspace, params, scores_path, ranking=None) -> PolarSetup:
+    """`ranking`: the configured VR-RAG ranking of ws.queries when the caller already has it (not recomputed)."""
     from polarcatalog.memory.evaluate import make_constrained_queries
     from polarcatalog.retrieval import experiment as ex
 
@@ -154,12 +161,9 @@ def polar_setup(ws: Workspace, params, scores_path) -> PolarSetup:
         if z["concepts"].tolist() != [c.id for c in inputs.vocab]:
             raise ValueError(f"{scores_path} was written for another vocabulary; rerun the graph stage")
         anchor_scores, query_scores = z["anchor"], z["query"]
-    catalog = ex.catalog_for(ws, params.retrieval)
-    _, _, ranking = ex.run(ws, catalog, params.retrieval)
-    pos = {s: i for i, s in enumerate(inputs.species_ids)}
-    lookup = np.full(int(inputs.species_ids.max()) + 2, -1)
-    lookup[inputs.species_ids] = np.arange(len(inputs.species_ids))
-    cand = np.where(ranking.species >= 0, lookup[np.maximum(ranking.species, 0)], -1)
-    target = np.array([pos[s] for s in ws.queries["species_id"]])
+    if ranking is None:
+        _, _, ranking = ex.run(ws, ex.catalog_for(ws, params.retrieval), params.retrieval)
+    cand = inputs.species_index(ranking.species)
+    target = inputs.species_index(ws.queries["species_id"].to_numpy())
     cq = make_constrained_queries(target, cand, inputs.truth, inputs.vocab, params.graph.seed)
     return PolarSetup(inputs, ws.anchors["candidate_id"].tolist(), anchor_scores, query_scores, cand, ranking.s, target, cq)

@@ -35,7 +35,7 @@ def sweep_top_k(vr: VRRAG, cands: Candidates, gold: np.ndarray, groups: pd.Serie
     rows = []
     for k in ks:
         for g, mask in _groups(groups).items():
-            rows.append({"k": k, "queries": g, f"R@k": recall_at_k(ranks[mask], k), "mRR@k": mrr_at_k(ranks[mask], k),
+            rows.append({"k": k, "queries": g, "R@k": recall_at_k(ranks[mask], k), "mRR@k": mrr_at_k(ranks[mask], k),
                          "n": int(mask.sum())})
     return pd.DataFrame(rows)
 
