@@ -32,6 +32,13 @@ def test_repo_params_are_valid_and_match_paper_defaults():
         ({"curate.chunk_overlap": 40}, "curate", "chunk_overlap (40) must be smaller than chunk_words (40)"),
         ({"curate.summarizer": "llm"}, "curate", "needs llm_model"),
         ({"dataset.sprites_sha256": "abc"}, "dataset.sprites_sha256", "pattern"),
+        ({"ablations.coverage": ["top_n:6", "multi_prompt"]}, "ablations.coverage", "multi_prompt:<N>, global_local:<N>"),
+        ({"ablations.coverage": ["global_local:0"]}, "ablations.coverage", "N >= 1"),
+        ({"graph.proposer": "crops"}, "graph.proposer", "'multi_prompt', 'global_local' or 'all'"),
+        ({"encoders.local_grid": 1}, "encoders.local_grid", "use 0 (no local views) or 2-4"),
+        ({"encoders.local_grid": 0}, "(top level)", "ablations.coverage (global_local:6), ablations.coverage (global_local:12) propose"),
+        ({"encoders.local_grid": 0, "graph.proposer": "global_local", "ablations.coverage": ["all"]}, "(top level)",
+         "graph.proposer propose from local views but encoders.local_grid is 0"),
     ],
 )
 def test_bad_params_fail_naming_the_key(override, key, hint):

@@ -137,3 +137,29 @@ def test_cache_returns_repeated_keys_in_request_order(tmp_path):
     found, vecs = FeatureCache(tmp_path, "enc@test").get(["c", "x", "a", "c", "b"])  # a fresh instance reads the disk
     assert found.tolist() == [True, False, True, True, True]
     np.testing.assert_array_equal(vecs, [[2, 2], [1, 0], [2, 2], [0, 1]])
+
+
+def test_local_views_are_overlapping_cells_with_their_own_cache_keys(tiny_clip_name, images, tmp_path):
+    from polarcatalog.encoders.preprocess import grid_cell, local_views
+
+    im = Image.new("RGB", (100, 60))
+    cells = [grid_cell(im, 2, r, c) for r in range(2) for c in range(2)]
+    assert [c.size for c in cells] == [(75, 45)] * 4  # (1 + 0.5) / 2 of each side
+    assert grid_cell(im, 3, 2, 2).size == (50, 30) and grid_cell(im, 1, 0, 0).size == (100, 60)
+    with pytest.raises(ValueError, match="outside a 2x2 grid"):
+        grid_cell(im, 2, 2, 0)
+    # the bottom-right cell ends at the image corner
+    marked = Image.new("RGB", (100, 60), (255, 255, 255))
+    marked.putpixel((99, 59), (255, 0, 0))
+    assert grid_cell(marked, 2, 1, 1).getpixel((74, 44)) == (255, 0, 0)
+    glob = Preprocess(True, 27, True)
+    views = local_views(glob, 2)
+    assert [v.cell for v in views] == [(2, 0, 0), (2, 0, 1), (2, 1, 0), (2, 1, 1)] and not any(v.mirror for v in views)
+    assert all(v.scale_to == 27 for v in views) and len({v.key() for v in [glob, *views]}) == 5
+    assert "cell" not in Preprocess().key()  # global views keep their pre-existing cache keys
+    torch.manual_seed(0)
+    enc = create_image_encoder(f"open_clip:{tiny_clip_name}:random", "cpu")
+    stats: dict[str, int] = {}
+    whole, _ = encode_image_files(enc, images, tmp_path / "cache", Preprocess(True, None, False), stats=stats)
+    part, _ = encode_image_files(enc, images, tmp_path / "cache", Preprocess(True, None, False, (2, 0, 0)), stats=stats)
+    assert stats == {"hits": 0, "misses": 10} and not np.allclose(whole, part)

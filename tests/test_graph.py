@@ -65,6 +65,37 @@ def test_proposer_and_proposal_recall():
         propose(scores, "psychic", 2)
 
 
+def test_multi_prompt_proposer_merges_facet_rankings_round_robin():
+    # facets: type (cols 0-2), colour (3-4), size (5); type scores run high, size low
+    scores = np.array([[0.9, 0.8, 0.7, 0.2, 0.1, 0.05]])
+    groups = ["type", "type", "type", "colour", "colour", "size"]
+    assert propose(scores, "top_n", 3).tolist() == [[True, True, True, False, False, False]]  # one facet fills the budget
+    # round 0: each facet's best (0, 3, 5); round 1: the higher-scored of type#2 (0.8) and colour#2 (0.1) first
+    assert np.flatnonzero(propose(scores, "multi_prompt", 3, groups=groups)[0]).tolist() == [0, 3, 5]
+    assert np.flatnonzero(propose(scores, "multi_prompt", 4, groups=groups)[0]).tolist() == [0, 1, 3, 5]
+    assert np.flatnonzero(propose(scores, "multi_prompt", 5, groups=groups)[0]).tolist() == [0, 1, 3, 4, 5]
+    truth = np.array([[True, False, False, True, False, True]])  # one true concept per facet
+    assert proposal_recall(propose(scores, "multi_prompt", 3, groups=groups), truth) == 1.0
+    assert proposal_recall(propose(scores, "top_n", 3), truth) == pytest.approx(1 / 3)
+    with pytest.raises(ValueError, match="one facet per concept"):
+        propose(scores, "multi_prompt", 3, groups=["type"])
+
+
+def test_global_local_proposer_adds_what_a_local_view_sees():
+    scores = np.array([[0.9, 0.8, 0.7, 0.1, 0.05], [0.1, 0.2, 0.3, 0.4, 0.5]])
+    local = np.zeros((2, 2, 5))
+    local[0, 0, 4] = 1.0  # view 1 of image 0 sees concept 4 (the global view ranks it last)
+    local[0, 1, 3] = 1.0  # view 2 sees concept 3
+    local[1] = scores[1]  # image 1: the local views agree with the global view
+    got = propose(scores, "global_local", 3, local=local)
+    assert np.flatnonzero(got[0]).tolist() == [0, 3, 4]  # round 0: global best, view-1 best, view-2 best
+    np.testing.assert_array_equal(got[1], propose(scores, "top_n", 3)[1])  # nothing new locally: the same as top_n
+    assert (got.sum(1) == 3).all()  # budget-matched: exactly N per image
+    assert np.flatnonzero(propose(scores, "global_local", 2, local=local)[0]).tolist() == [0, 4]  # global first
+    with pytest.raises(ValueError, match="encoders.local_grid"):
+        propose(scores, "global_local", 3)
+
+
 def test_probe_scores_never_depend_on_the_scored_species_labels():
     rng = np.random.default_rng(0)
     species = np.repeat(np.arange(40), 3)

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import mlflow
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -154,6 +155,11 @@ def test_polarized_graph_and_constraint_tables(repo):
     coverage = json.loads((root / "reports/ablate_coverage.json").read_text())
     recall = {r["setting"]: r["Proposal Recall@K"] for r in coverage["table"]}
     assert recall["all"] == 1.0 and recall["top_n:3"] <= recall["top_n:12"] <= recall["all"]
+    budget = {r["setting"]: r["concepts proposed per image"] for r in coverage["table"]}
+    for n in (6, 12):  # every strategy at equal K, the local views embedded for every catalog image
+        assert budget[f"top_n:{n}"] == budget[f"multi_prompt:{n}"] == budget[f"global_local:{n}"] == n
+    with np.load(root / "data/processed/graph/scores.npz") as z:
+        assert z["anchor_local"].shape == (len(z["anchor"]), 4, z["anchor"].shape[1])
 
 
 def test_changing_a_lambda_value_reruns_only_the_lambda_sweep(repo):

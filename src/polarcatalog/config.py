@@ -81,6 +81,14 @@ class Encoders(_Section):
     content_box: bool = True
     anchor_scale: Literal["auto"] | int | None = "auto"
     mirror_anchors: bool = True
+    local_grid: int = Field(2, ge=0, le=4)  # catalog images also encoded as grid x grid local views; 0 = none
+
+    @field_validator("local_grid")
+    @classmethod
+    def _grid(cls, v: int) -> int:
+        if v == 1:
+            raise ValueError("local_grid 1 is the global view again; use 0 (no local views) or 2-4")
+        return v
 
     @field_validator("image")
     @classmethod
@@ -136,7 +144,7 @@ class Graph(_Section):
     probe_folds: int = Field(2, ge=2, le=20)
     probe_c: float = Field(1.0, gt=0.0)
     probe_dim: int | None = Field(256, ge=2)
-    proposer: Literal["top_n", "random_n", "all"] = "top_n"
+    proposer: Literal["top_n", "random_n", "multi_prompt", "global_local", "all"] = "top_n"
     proposer_n: int = Field(12, ge=1)
     kappa: float = Field(0.5, ge=0.0)
     templates: int = Field(3, ge=1, le=3)
@@ -170,16 +178,17 @@ def _check_strength(v: str) -> str:
 def _check_coverage(v: str) -> str:
     import re
 
-    if v == "all" or re.fullmatch(r"(top_n|random_n):\d+", v):
+    if v == "all" or re.fullmatch(r"(top_n|random_n|multi_prompt|global_local):[1-9]\d*", v):
         return v
-    raise ValueError(f"proposer coverage {v!r}; allowed: all, top_n:<N>, random_n:<N>")
+    raise ValueError(f"proposer coverage {v!r}; allowed: all, top_n:<N>, random_n:<N>, multi_prompt:<N>, global_local:<N> (N >= 1)")
 
 
 class Ablations(_Section):
     lam: list[float] = Field(default_factory=lambda: [round(0.1 * i, 1) for i in range(11)], min_length=1)
     top_k: list[int] = Field(default_factory=lambda: [1, 3, 5, 10, 15], min_length=1)
     constraint: list[str] = Field(default_factory=lambda: ["none", "soft:0.01", "soft:0.03", "soft:0.1", "adaptive", "hard"], min_length=1)
-    coverage: list[str] = Field(default_factory=lambda: ["random_n:6", "top_n:3", "top_n:6", "top_n:12", "top_n:24", "all"], min_length=1)
+    coverage: list[str] = Field(default_factory=lambda: ["random_n:6", "top_n:3", "top_n:6", "multi_prompt:6", "global_local:6", "top_n:12",
+                                                         "multi_prompt:12", "global_local:12", "top_n:24", "all"], min_length=1)
 
     @field_validator("constraint")
     @classmethod
@@ -226,6 +235,15 @@ class Params(_Section):
         if missing:
             raise ValueError(f"retrieval uses {missing} but encoders.image ({self.encoders.image}) does not embed them; "
                              "add them to encoders.image")
+        return self
+
+    @model_validator(mode="after")
+    def _local_views_embedded(self) -> "Params":
+        users = (["graph.proposer"] if self.graph.proposer == "global_local" else []) + \
+            [f"ablations.coverage ({c})" for c in self.ablations.coverage if c.startswith("global_local")]
+        if users and self.encoders.local_grid == 0:
+            raise ValueError(f"{', '.join(users)} propose from local views but encoders.local_grid is 0; "
+                             "set encoders.local_grid to 2 (or drop the global_local proposer)")
         return self
 
     def section(self, name: str) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """The embed stage: every configured encoder encodes anchors, queries and chunks once (through the cache),
-and the stage writes one matrix per (encoder, item set) in the row order of the processed tables."""
+and the stage writes one matrix per (encoder, item set) in the row order of the processed tables. With
+`encoders.local_grid` > 0 the anchors (catalog images, the memory's visual nodes) are also encoded as local
+views, [anchors, grid², dim], for PolarMem's global + local proposer; queries are not (a 4x cost per query)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pandas as pd
 from polarcatalog.config import Params
 from polarcatalog.data.images import BadImageError, load_rgb
 from polarcatalog.encoders import create_image_encoder, create_text_encoder, has_text_tower
-from polarcatalog.encoders.preprocess import Preprocess, content_box
+from polarcatalog.encoders.preprocess import Preprocess, content_box, local_views
 from polarcatalog.features.encode import encode_image_files, encode_texts
 
 
@@ -67,7 +69,7 @@ def embed_all(params: Params, processed: Path, out: Path, cache_root: Path) -> E
     out.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {"anchor_scale": scale, "anchor_views": anchor_views.key(), "query_views": query_views.key(),
                                 "anchor_ids": anchors["candidate_id"].tolist(), "query_ids": queries["query_id"].tolist(),
-                                "chunk_ids": chunks["chunk_id"].tolist(), "image": {}, "text": None}
+                                "chunk_ids": chunks["chunk_id"].tolist(), "local_grid": e.local_grid, "image": {}, "text": None}
     stats: dict[str, dict[str, int]] = {}
     for name in e.image:
         enc = create_image_encoder(name, e.device)
@@ -81,6 +83,11 @@ def embed_all(params: Params, processed: Path, out: Path, cache_root: Path) -> E
         entry = {"id": enc.id, "dim": enc.dim, "anchors": f"{safe_name(name)}__anchors.npy", "queries": f"{safe_name(name)}__queries.npy"}
         np.save(out / entry["anchors"], a, allow_pickle=False)
         np.save(out / entry["queries"], q, allow_pickle=False)
+        if e.local_grid:
+            local = [encode_image_files(enc, anchors["path"].tolist(), cache_root, v, batch_size=e.batch_size, stats=st)[0]
+                     for v in local_views(anchor_views, e.local_grid)]
+            entry["anchors_local"] = f"{safe_name(name)}__anchors_local.npy"
+            np.save(out / entry["anchors_local"], np.stack(local, axis=1), allow_pickle=False)
         if has_text_tower(name):
             entry["chunks"] = f"{safe_name(name)}__chunks.npy"
             np.save(out / entry["chunks"], encode_texts(enc, chunks["text"].tolist(), cache_root, e.batch_size, st), allow_pickle=False)

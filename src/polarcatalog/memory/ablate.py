@@ -14,8 +14,21 @@ from polarcatalog.eval.metrics import gold_ranks
 from polarcatalog.memory.build import PolarSetup, query_image_concepts, truth_rows
 from polarcatalog.memory.evaluate import covered, evaluate_strengths
 from polarcatalog.memory.graph import edge_quality
-from polarcatalog.memory.propose import proposal_recall
+from polarcatalog.memory.propose import parse_coverage, proposal_recall
 from polarcatalog.retrieval.polar import Strength, candidate_states, reorder
+
+
+CAPTIONS = {  # how to read each report table (the markdown written by 05_ablate)
+    "constraint": "Constrained queries (Q+: a concept the target has; Q−: one a similar species has and it lacks). "
+                  "Conflict@k by the memory's own states is what hard retrieval guarantees (0 whenever ≥ k compatible "
+                  "candidates exist); by ground truth, what the imperfect graph achieves (Fig. 3).\n\n",
+    "coverage": "Table 2 layout. Every budgeted proposer proposes exactly K concepts per catalog image (column 2), so "
+                "rows with the same K compare strategies at equal cost: `top_n` the single prompt on the global view, "
+                "`multi_prompt` one prompt per facet merged round-robin, `global_local` the global view and its local "
+                "views merged round-robin, `random_n` no information. Score = target accuracy@1 under the configured "
+                "constraint strength, without completion except in the last row; a query is covered when its "
+                "constraint concepts were proposed on the target's and the distractor's catalog images.\n\n",
+}
 
 
 def constraint_axis(setup: PolarSetup, gp, specs: list[str]) -> pd.DataFrame:
@@ -28,7 +41,7 @@ def constraint_axis(setup: PolarSetup, gp, specs: list[str]) -> pd.DataFrame:
                             strengths, gp.constraint_k, gp.adaptive_temperature)
     df.insert(0, "spec", specs)
     # the configured strength again, with the query image's own verified concepts as extra constraints
-    extra = query_image_concepts(setup.query_scores, gp.proposer, gp.proposer_n, gp.kappa, gp.seed)
+    extra = query_image_concepts(setup.query_scores, gp.proposer, gp.proposer_n, gp.kappa, gp.seed, setup.inputs.groups)
     row = evaluate_strengths(setup.cand, setup.s, setup.target, setup.queries, has, not_has, setup.inputs.truth,
                              [Strength.parse(gp.constraint, gp.adaptive_max_penalty)], gp.constraint_k,
                              gp.adaptive_temperature, extra=extra)
@@ -52,7 +65,7 @@ def coverage_axis(setup: PolarSetup, gp, specs: list[str]) -> pd.DataFrame:
     configured = "all" if gp.proposer == "all" else f"{gp.proposer}:{gp.proposer_n}"
     for spec in [*specs, f"{configured} + critical completion"]:
         base = spec.replace(" + critical completion", "")
-        strategy, n = ("all", None) if base == "all" else (base.split(":")[0], int(base.split(":")[1]))
+        strategy, n = parse_coverage(base)
         g = setup.graph(strategy, n, gp.kappa, gp.seed)
         if spec.endswith("critical completion"):
             g = g.completed()
@@ -62,7 +75,8 @@ def coverage_axis(setup: PolarSetup, gp, specs: list[str]) -> pd.DataFrame:
         hit = ranks <= 1
         cov = covered(cq, g.proposed, setup.target, nodes)
         eq = edge_quality(g, truth_nodes)
-        rows.append({"setting": spec, "Proposal Recall@K": proposal_recall(g.proposed, truth_nodes),
+        rows.append({"setting": spec, "concepts proposed per image": float(g.proposed.sum(1).mean()),
+                     "Proposal Recall@K": proposal_recall(g.proposed, truth_nodes),
                      "score (covered)": float(hit[cov].mean()) if cov.any() else float("nan"),
                      "score (missed)": float(hit[~cov].mean()) if (~cov).any() else float("nan"),
                      "overall score": float(hit.mean()), "covered queries": float(cov.mean()),
@@ -84,9 +98,15 @@ def constraint_figure(df: pd.DataFrame, k: int) -> plt.Figure:
 
 
 def coverage_figure(df: pd.DataFrame) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(6, 3.4))
-    sns.lineplot(df, x="Proposal Recall@K", y="overall score", marker="o", ax=ax, label="overall")
-    sns.lineplot(df, x="Proposal Recall@K", y="score (covered)", marker="s", ax=ax, label="covered")
-    ax.set_ylabel("target accuracy@1 under constraints")
-    ax.set_title("Proposer coverage (cf. PolarMem Table 2)")
+    """Left: Proposal Recall@K against the budget, one line per strategy; right: score against Proposal Recall@K."""
+    d = df[~df["setting"].str.contains("completion")].copy()
+    d["strategy"] = d["setting"].str.split(":").str[0]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+    sns.lineplot(d, x="concepts proposed per image", y="Proposal Recall@K", hue="strategy", style="strategy",
+                 markers=True, dashes=False, ax=left)
+    left.set_title("Coverage per budget (equal K)")
+    sns.scatterplot(d, x="Proposal Recall@K", y="overall score", hue="strategy", style="strategy", s=60, ax=right, legend=False)
+    right.set_ylabel("target accuracy@1 under constraints")
+    right.set_title("Score vs coverage (cf. PolarMem Table 2)")
+    fig.tight_layout()
     return fig

@@ -29,6 +29,12 @@ class GraphInputs:
     query_x: np.ndarray
     query_species: np.ndarray
     colour_truth: str  # "pokedex" | "measured"
+    anchor_local_x: np.ndarray | None = None  # [anchors, views, dim] local views of the catalog images, or None
+
+    @property
+    def groups(self) -> list[str]:
+        """The facet of each concept: the multi_prompt proposer's prompts."""
+        return [c.group for c in self.vocab]
 
     def species_index(self, species: np.ndarray) -> np.ndarray:
         """Row of `species_ids` for each species id (-1 for ids outside the catalog or padding), vectorised."""
@@ -45,42 +51,72 @@ def graph_inputs(ws: Workspace, size_bins: list[float]) -> GraphInputs:
     truth = pokemon_labels(ws.species, vocab, size_bins)
     norm = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True).clip(1e-12)  # noqa: E731
     names = sorted(ws.anchor_f)
+    local = None
+    if names and all(n in ws.anchor_local_f for n in names):
+        norm3 = lambda x: x / np.linalg.norm(x, axis=2, keepdims=True).clip(1e-12)  # noqa: E731
+        local = np.concatenate([norm3(ws.anchor_local_f[n]) for n in names], axis=2)
     return GraphInputs(vocab, ws.species["species_id"].to_numpy(), truth,
                        np.hstack([norm(ws.anchor_f[n]) for n in names]), ws.anchors["species_id"].to_numpy(),
                        np.hstack([norm(ws.query_f[n]) for n in names]), ws.queries["species_id"].to_numpy(),
-                       "pokedex" if with_pokeapi else "measured")
+                       "pokedex" if with_pokeapi else "measured", local)
 
 
 def truth_rows(inputs: GraphInputs, species: np.ndarray) -> np.ndarray:
     return inputs.truth[inputs.species_index(species)]
 
 
-def verify_all(inputs: GraphInputs, folds: int, c: float, seed: int, dim: int | None = 256) -> tuple[np.ndarray, np.ndarray]:
-    """Cross-fitted probe scores for every anchor (catalog node) and every query image."""
+@dataclass
+class Scores:
+    """Verifier scores: catalog images [A, C], query images [Q, C], local views of catalog images [A, V, C] or None."""
+
+    anchor: np.ndarray
+    query: np.ndarray
+    anchor_local: np.ndarray | None = None
+
+
+def verify_all(inputs: GraphInputs, folds: int, c: float, seed: int, dim: int | None = 256) -> Scores:
+    """Cross-fitted probe scores for every anchor (catalog node), every query image and every local view of an
+    anchor. Probes are trained on global views only; a local view is scored by the probes of its image's fold."""
     v = ProbeVerifier(folds, c, seed, dim)
     y = truth_rows(inputs, inputs.anchor_species)
-    x = np.vstack([inputs.anchor_x, inputs.query_x])
-    s = np.concatenate([inputs.anchor_species, inputs.query_species])
-    scores = v.cross_fit(inputs.anchor_x, y, inputs.anchor_species, x, s)
-    return scores[: len(inputs.anchor_x)], scores[len(inputs.anchor_x):]
+    a, q = len(inputs.anchor_x), len(inputs.query_x)
+    xs, ss = [inputs.anchor_x, inputs.query_x], [inputs.anchor_species, inputs.query_species]
+    if inputs.anchor_local_x is not None:
+        views = inputs.anchor_local_x.shape[1]
+        xs.append(inputs.anchor_local_x.reshape(a * views, -1))
+        ss.append(np.repeat(inputs.anchor_species, views))
+    scores = v.cross_fit(inputs.anchor_x, y, inputs.anchor_species, np.vstack(xs), np.concatenate(ss))
+    local = scores[a + q:].reshape(a, -1, scores.shape[1]) if inputs.anchor_local_x is not None else None
+    return Scores(scores[:a], scores[a: a + q], local)
 
 
-def verify_vlm(ws: Workspace, inputs: GraphInputs, model: str, device: str, n_templates: int) -> tuple[np.ndarray, np.ndarray]:
-    """VLM verifier scores (GPU profile): every concept x template of an image in one batch on a shared prefix."""
+def verify_vlm(ws: Workspace, inputs: GraphInputs, model: str, device: str, n_templates: int, local_grid: int = 0) -> Scores:
+    """VLM verifier scores (GPU profile): every concept x template of an image in one batch on a shared prefix;
+    with `local_grid` the catalog images' local views are asked too (the global + local proposer's input)."""
     from tqdm.auto import tqdm
 
     from polarcatalog.data.images import load_rgb
+    from polarcatalog.encoders.preprocess import content_box, grid_cell
     from polarcatalog.memory.verify import TEMPLATES, VLMVerifier
 
     v = VLMVerifier(model, device, TEMPLATES[:n_templates])
     names = [c.name for c in inputs.vocab]
     score = lambda paths: np.stack([v.scores(load_rgb(p), names) for p in tqdm(paths, desc="VLM verify")])  # noqa: E731
-    return score(ws.anchors["path"].tolist()), score(ws.queries["path"].tolist())
+    local = None
+    if local_grid:
+        cells = [(r, c) for r in range(local_grid) for c in range(local_grid)]
+        local = np.stack([np.stack([v.scores(grid_cell(content_box(load_rgb(p)), local_grid, r, c), names) for r, c in cells])
+                          for p in tqdm(ws.anchors["path"].tolist(), desc="VLM verify local views")])
+    return Scores(score(ws.anchors["path"].tolist()), score(ws.queries["path"].tolist()), local)
 
 
-def query_image_concepts(query_scores: np.ndarray, strategy: str, n: int | None, kappa: float, seed: int) -> tuple[list[list[int]], list[list[int]]]:
-    """The query image's own verified concepts (proposed, then partitioned like a catalog image): HAS -> Q+, NOT_HAS -> Q−."""
-    proposed = propose(query_scores, strategy, n, seed)
+def query_image_concepts(query_scores: np.ndarray, strategy: str, n: int | None, kappa: float, seed: int,
+                         groups: list[str] | None = None) -> tuple[list[list[int]], list[list[int]]]:
+    """The query image's own verified concepts (proposed, then partitioned like a catalog image): HAS -> Q+, NOT_HAS -> Q−.
+    Queries have no local views (the embed stage encodes those for catalog images only), so `global_local`
+    proposes from the query's global view: top_n with the same N."""
+    strategy = "top_n" if strategy == "global_local" else strategy
+    proposed = propose(query_scores, strategy, n, seed, groups)
     pos, neg = [], []
     for q in range(len(query_scores)):
         idx = np.flatnonzero(proposed[q])
@@ -92,9 +128,10 @@ def query_image_concepts(query_scores: np.ndarray, strategy: str, n: int | None,
 
 def build_graph(inputs: GraphInputs, anchor_ids: list[str], scores: np.ndarray, strategy: str, n: int | None,
                 kappa: float, seed: int, chunk_ids: list[str] | None = None, chunk_species: np.ndarray | None = None,
-                chunk_texts: list[str] | None = None) -> PolarGraph:
-    """Propose -> partition each image's proposed scores (τ*, δ per image) -> polarized graph."""
-    proposed = propose(scores, strategy, n, seed)
+                chunk_texts: list[str] | None = None, local_scores: np.ndarray | None = None) -> PolarGraph:
+    """Propose (from the global and, for global_local, the local-view scores) -> partition each image's proposed
+    global-view scores (τ*, δ per image) -> polarized graph."""
+    proposed = propose(scores, strategy, n, seed, inputs.groups, local_scores)
     states = np.zeros(scores.shape, np.int8)
     tau, delta = np.zeros(len(scores)), np.zeros(len(scores))
     for v in range(len(scores)):
@@ -138,17 +175,21 @@ class PolarSetup:
     anchor_ids: list[str]
     anchor_scores: np.ndarray
     query_scores: np.ndarray
+    local_scores: np.ndarray | None  # [A, V, C] local views of the catalog images (global_local proposer)
     cand: np.ndarray  # [Q, L] species index of each VR-RAG candidate (-1 = none)
     s: np.ndarray  # [Q, L] fused VR-RAG score
     target: np.ndarray  # [Q] species index of each query
     queries: "object"  # ConstrainedQueries
 
     def graph(self, strategy: str, n: int | None, kappa: float, seed: int) -> PolarGraph:
-        return build_graph(self.inputs, self.anchor_ids, self.anchor_scores, strategy, n, kappa, seed)
+        return build_graph(self.inputs, self.anchor_ids, self.anchor_scores, strategy, n, kappa, seed,
+                           local_scores=self.local_scores)
 
 
-def save_scores(path, inputs: GraphInputs, anchor_scores: np.ndarray, query_scores: np.ndarray) -> None:
-    np.savez(path, anchor=anchor_scores, query=query_scores, concepts=np.array([c.id for c in inputs.vocab]))
+def save_scores(path, inputs: GraphInputs, scores: Scores) -> None:
+    """npz of plain arrays (read back with allow_pickle=False); no local views = an empty [A, 0, C] array."""
+    local = scores.anchor_local if scores.anchor_local is not None else np.zeros((len(scores.anchor), 0, scores.anchor.shape[1]))
+    np.savez(path, anchor=scores.anchor, query=scores.query, anchor_local=local, concepts=np.array([c.id for c in inputs.vocab]))
 
 
 def polar_setup(ws: Workspace, params, scores_path, ranking=None) -> PolarSetup:
@@ -161,9 +202,10 @@ def polar_setup(ws: Workspace, params, scores_path, ranking=None) -> PolarSetup:
         if z["concepts"].tolist() != [c.id for c in inputs.vocab]:
             raise ValueError(f"{scores_path} was written for another vocabulary; rerun the graph stage")
         anchor_scores, query_scores = z["anchor"], z["query"]
+        local = z["anchor_local"] if "anchor_local" in z.files and z["anchor_local"].shape[1] else None
     if ranking is None:
         _, _, ranking = ex.run(ws, ex.catalog_for(ws, params.retrieval), params.retrieval)
     cand = inputs.species_index(ranking.species)
     target = inputs.species_index(ws.queries["species_id"].to_numpy())
     cq = make_constrained_queries(target, cand, inputs.truth, inputs.vocab, params.graph.seed)
-    return PolarSetup(inputs, ws.anchors["candidate_id"].tolist(), anchor_scores, query_scores, cand, ranking.s, target, cq)
+    return PolarSetup(inputs, ws.anchors["candidate_id"].tolist(), anchor_scores, query_scores, local, cand, ranking.s, target, cq)

@@ -15,6 +15,13 @@ from polarcatalog.eval.metrics import gold_ranks, mrr_at_k, recall_at_k, summari
 from polarcatalog.retrieval.vrrag import VRRAG, Candidates
 
 
+CAPTIONS = {  # how to read each report table (the markdown written by 05_ablate)
+    "lam": "s = λ·s_m + (1−λ)·s_i (VR-RAG Eq. 2): λ = 1 is retrieval only, λ = 0 re-rank only; an interior optimum "
+           "means both similarities carry information (Fig. 3). Rows per query group.\n\n",
+    "top_k": "Recall@k of the species list passed on (Fig. 2): the bound on any reader's accuracy at that k.\n\n",
+}
+
+
 def _groups(groups: pd.Series) -> dict[str, np.ndarray]:
     out = {"all": np.ones(len(groups), bool)}
     out |= {str(g): (groups == g).to_numpy() for g in sorted(groups.unique())}

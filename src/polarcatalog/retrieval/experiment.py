@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +28,7 @@ class Workspace:
     query_f: dict[str, np.ndarray]
     native_text: dict[str, np.ndarray | None]
     bridge_text: np.ndarray | None
+    anchor_local_f: dict[str, np.ndarray] = field(default_factory=dict)  # [anchors, views, dim]; empty = no local views
 
 
 def load_workspace(features: Path, processed: Path) -> Workspace:
@@ -50,6 +51,7 @@ def load_workspace(features: Path, processed: Path) -> Workspace:
         {n: load(e["queries"]) for n, e in img.items()},
         {n: load(e["chunks"]) if e.get("chunks") else None for n, e in img.items()},
         load(manifest["text"]["chunks"]) if manifest.get("text") else None,
+        {n: load(e["anchors_local"]) for n, e in img.items() if e.get("anchors_local")},
     )
 
 
