@@ -16,6 +16,24 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+TINY_CLIP = {"embed_dim": 16,
+             "vision_cfg": {"image_size": 64, "layers": 2, "width": 32, "head_width": 16, "patch_size": 16},
+             "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 2}}
+
+
+@pytest.fixture(scope="session")
+def tiny_clip_name(tmp_path_factory):
+    """A tiny random open_clip architecture registered under a name (open_clip's own config mechanism)."""
+    import json
+
+    import open_clip
+
+    folder = tmp_path_factory.mktemp("oc_cfg")
+    (folder / "pc-tiny-clip.json").write_text(json.dumps(TINY_CLIP))
+    open_clip.add_model_config(folder)
+    return "pc-tiny-clip"
+
+
 def shared(sub: str) -> Path:
     path = SHARED_DATA / sub
     if not path.exists():

@@ -36,6 +36,8 @@ def test_repo_params_are_valid_and_match_paper_defaults():
         ({"ablations.coverage": ["global_local:0"]}, "ablations.coverage", "N >= 1"),
         ({"graph.proposer": "crops"}, "graph.proposer", "'multi_prompt', 'global_local' or 'all'"),
         ({"encoders.local_grid": 1}, "encoders.local_grid", "use 0 (no local views) or 2-4"),
+        ({"graph.verifier": "zero_shot"}, "(top level)", "needs graph.zero_shot_encoder set to one of encoders.image"),
+        ({"graph.verifier": "zero_shot", "graph.zero_shot_encoder": "efficientnet_lite0"}, "(top level)", "has no text tower"),
         ({"encoders.local_grid": 0}, "(top level)", "ablations.coverage (global_local:6), ablations.coverage (global_local:12) propose"),
         ({"encoders.local_grid": 0, "graph.proposer": "global_local", "ablations.coverage": ["all"]}, "(top level)",
          "graph.proposer propose from local views but encoders.local_grid is 0"),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -14,9 +12,6 @@ from polarcatalog.encoders.preprocess import Preprocess, apply, content_box
 from polarcatalog.features.cache import FeatureCache
 from polarcatalog.features.encode import encode_image_files, encode_texts
 
-TINY_CLIP = {"embed_dim": 16,
-             "vision_cfg": {"image_size": 64, "layers": 2, "width": 32, "head_width": 16, "patch_size": 16},
-             "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 2}}
 
 
 @pytest.fixture(autouse=True)
@@ -25,16 +20,6 @@ def _threads():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
-
-
-@pytest.fixture(scope="module")
-def tiny_clip_name(tmp_path_factory):
-    import open_clip
-
-    folder = tmp_path_factory.mktemp("oc_cfg")
-    (folder / "pc-tiny-clip.json").write_text(json.dumps(TINY_CLIP))
-    open_clip.add_model_config(folder)
-    return "pc-tiny-clip"
 
 
 @pytest.fixture

@@ -111,3 +111,55 @@ def test_probe_scores_never_depend_on_the_scored_species_labels():
     from sklearn.metrics import roc_auc_score
 
     assert roc_auc_score(y[:, 0], a[:, 0]) > 0.9  # a linearly decodable concept is recovered
+
+
+def test_zero_shot_verifier_is_the_yes_no_softmax_of_prompt_cosines(tiny_clip_name, tmp_path):
+    from polarcatalog.encoders import create_text_encoder
+    from polarcatalog.features.encode import encode_texts
+    from polarcatalog.memory.verify import ZeroShotVerifier
+
+    # hand-built space: "yes" prompts point at e0 / e1, the neutral prompt at e2
+    table = {"a {c}": None, "red": np.array([1.0, 0, 0]), "blue": np.array([0, 1.0, 0]), "none": np.array([0, 0, 1.0])}
+    encode = lambda texts: np.stack([table["none"] if t == "a" else table[t.split()[-1]] for t in texts])  # noqa: E731
+    v = ZeroShotVerifier(encode, templates=[("a {concept}", "a")], scale=10.0)
+    x = np.array([[1.0, 0, 0], [0, 0, 1.0]])
+    s = v.scores(x, ["red", "blue"])
+    sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
+    np.testing.assert_allclose(s, [[sig(10), sig(0)], [sig(-10), sig(-10)]])
+    assert v.scores(np.stack([x, x]), ["red", "blue"]).shape == (2, 2, 2)  # local views: [images, views, concepts]
+    # the real class: a tiny random open_clip text tower through the feature cache
+    import torch
+
+    torch.manual_seed(0)
+    enc = create_text_encoder(f"open_clip:{tiny_clip_name}:random", "cpu")
+    real = ZeroShotVerifier(lambda texts: encode_texts(enc, texts, tmp_path / "cache"))
+    img = np.random.default_rng(0).normal(size=(4, enc.dim))
+    img /= np.linalg.norm(img, axis=1, keepdims=True)
+    got = real.scores(img, ["red", "fire type"])
+    assert got.shape == (4, 2) and ((got > 0) & (got < 1)).all()
+    by_hand = [sig(100 * (img @ enc.encode_texts([yes.format(concept="red")])[0] - img @ enc.encode_texts([no])[0]))
+               for yes, no in real.templates]
+    np.testing.assert_allclose(got[:, 0], np.mean(by_hand, axis=0), atol=1e-5)
+
+
+def test_zero_shot_scores_cover_catalog_queries_and_local_views(tiny_clip_name, tmp_path):
+    import torch
+
+    from polarcatalog.memory.build import GraphInputs, verify_zero_shot
+    from polarcatalog.memory.concepts import pokemon_vocabulary
+    from polarcatalog.retrieval.experiment import Workspace
+
+    torch.manual_seed(0)
+    name = f"open_clip:{tiny_clip_name}:random"
+    rng = np.random.default_rng(0)
+    unit = lambda *shape: (lambda x: x / np.linalg.norm(x, axis=-1, keepdims=True))(rng.normal(size=(*shape, 16)))  # noqa: E731
+    ws = Workspace(None, None, None, None, {}, {name: unit(3)}, {name: unit(5)}, {}, None, {name: unit(3, 4)})
+    vocab = pokemon_vocabulary()
+    inputs = GraphInputs(vocab, np.arange(3), np.zeros((3, len(vocab)), bool), unit(3), np.arange(3), unit(5), np.arange(5), "measured")
+    got = verify_zero_shot(ws, inputs, name, "cpu", tmp_path / "cache")
+    assert got.anchor.shape == (3, len(vocab)) and got.query.shape == (5, len(vocab)) and got.anchor_local.shape == (3, 4, len(vocab))
+    with pytest.raises(ValueError, match="has no features"):
+        verify_zero_shot(ws, inputs, "open_clip:ViT-B-32:openai", "cpu", tmp_path / "cache")
+    ws.anchor_f["efficientnet_lite0"] = unit(3)
+    with pytest.raises(ValueError, match="no text tower"):
+        verify_zero_shot(ws, inputs, "efficientnet_lite0", "cpu", tmp_path / "cache")

@@ -139,7 +139,8 @@ class Retrieval(_Section):
 
 
 class Graph(_Section):
-    verifier: Literal["probe", "vlm"] = "probe"
+    verifier: Literal["probe", "zero_shot", "vlm"] = "probe"
+    zero_shot_encoder: str | None = None  # a CLIP-like member of encoders.image (open_clip:... or hf:...)
     vlm_model: str | None = None
     probe_folds: int = Field(2, ge=2, le=20)
     probe_c: float = Field(1.0, gt=0.0)
@@ -235,6 +236,20 @@ class Params(_Section):
         if missing:
             raise ValueError(f"retrieval uses {missing} but encoders.image ({self.encoders.image}) does not embed them; "
                              "add them to encoders.image")
+        return self
+
+    @model_validator(mode="after")
+    def _zero_shot_space(self) -> "Params":
+        g = self.graph
+        if g.verifier != "zero_shot":
+            return self
+        name = g.zero_shot_encoder
+        if not name or name not in self.encoders.image:
+            raise ValueError(f"graph.verifier zero_shot needs graph.zero_shot_encoder set to one of encoders.image "
+                             f"({self.encoders.image}) with a text tower, got {name!r}")
+        if not (name.startswith("open_clip:") or name.startswith("hf:")):
+            raise ValueError(f"graph.zero_shot_encoder {name!r} has no text tower (no aligned space); use an open_clip:... "
+                             "or CLIP-like hf:... encoder, or graph.verifier probe")
         return self
 
     @model_validator(mode="after")

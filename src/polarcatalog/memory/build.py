@@ -90,6 +90,26 @@ def verify_all(inputs: GraphInputs, folds: int, c: float, seed: int, dim: int | 
     return Scores(scores[:a], scores[a: a + q], local)
 
 
+def verify_zero_shot(ws: Workspace, inputs: GraphInputs, encoder: str, device: str, cache_root) -> Scores:
+    """Zero-shot scores from one CLIP-like encoder's own image features (the embed stage's, global and local views)
+    against its text tower's prompt vectors (encoded once, through the feature cache)."""
+    from polarcatalog.encoders import create_text_encoder, has_text_tower
+    from polarcatalog.features.encode import encode_texts
+    from polarcatalog.memory.verify import ZeroShotVerifier
+
+    if encoder not in ws.anchor_f:
+        raise ValueError(f"graph.zero_shot_encoder {encoder!r} has no features in data/features; add it to encoders.image "
+                         "and rerun the embed stage")
+    if not has_text_tower(encoder):
+        raise ValueError(f"graph.zero_shot_encoder {encoder!r} has no text tower (no aligned space); use graph.verifier probe")
+    enc = create_text_encoder(encoder, device)
+    v = ZeroShotVerifier(lambda texts: encode_texts(enc, texts, cache_root))
+    names = [c.name for c in inputs.vocab]
+    local = ws.anchor_local_f.get(encoder)
+    return Scores(v.scores(ws.anchor_f[encoder], names), v.scores(ws.query_f[encoder], names),
+                  v.scores(local, names) if local is not None else None)
+
+
 def verify_vlm(ws: Workspace, inputs: GraphInputs, model: str, device: str, n_templates: int, local_grid: int = 0) -> Scores:
     """VLM verifier scores (GPU profile): every concept x template of an image in one batch on a shared prefix;
     with `local_grid` the catalog images' local views are asked too (the global + local proposer's input)."""

@@ -3,6 +3,8 @@
 - `ProbeVerifier` (embedded default): frozen image features + one logistic probe per concept, cross-fitted by
   species folds, so the probe that scores an image never saw that image's species. Not zero-shot: it learns
   from other species' ground-truth labels; reports say so.
+- `ZeroShotVerifier` (where an aligned image-text space exists: open_clip / CLIP-like `hf:` encoders): no training;
+  P(Yes) = softmax over the pair (prompt with the concept, the same prompt without it) of the scaled cosines.
 - `VLMVerifier` (GPU profile): mean over templates of P(Yes) from the first answer token's logits, softmax over
   the Yes/No pair; the image prefix is run once per image and its KV cache reused for every concept x template
   suffix (one batch), the paper's 5.53 s/episode being the number to beat.
@@ -68,6 +70,33 @@ class ProbeVerifier:
                 clf.fit(xt, y)
                 out[te, j] = clf.predict_proba(xs)[:, 1]
         return out
+
+
+ZERO_SHOT_TEMPLATES = (  # (with the concept, the neutral "No" side: the same sentence without it)
+    ("a picture of a {concept} Pokémon.", "a picture of a Pokémon."),
+    ("an illustration of a {concept} creature.", "an illustration of a creature."),
+    ("a {concept} Pokémon, official artwork.", "a Pokémon, official artwork."),
+)
+
+
+class ZeroShotVerifier:
+    """Zero-shot concept scores in a CLIP-like space. A prompt's "Yes" is "a picture of a red Pokémon", its "No" the
+    same sentence without the concept; s_c = mean over templates of softmax(scale·[cos(x, yes), cos(x, no)])[0] =
+    sigmoid(scale·(cos(x, yes) − cos(x, no))), the Yes/No normalisation of the VLM verifier in an embedding space.
+    `scale` is CLIP's learned logit scale (100). A negated prompt ("without red") is not used as the No side:
+    CLIP-like text towers largely ignore negation."""
+
+    def __init__(self, encode_texts, templates: Sequence[tuple[str, str]] = ZERO_SHOT_TEMPLATES, scale: float = 100.0):
+        self.encode_texts, self.templates, self.scale = encode_texts, tuple(templates), scale
+
+    def scores(self, x: np.ndarray, concepts: Sequence[str]) -> np.ndarray:
+        """[n, C] for l2-normalised image features x [n, d] (any leading shape: [..., d] -> [..., C])."""
+        yes = self.encode_texts([t.format(concept=c) for t, _ in self.templates for c in concepts])
+        no = self.encode_texts([n for _, n in self.templates])
+        yes = yes.reshape(len(self.templates), len(concepts), -1)  # [T, C, d]
+        cos_yes = np.einsum("...d,tcd->...tc", x, yes)
+        cos_no = np.einsum("...d,td->...t", x, no)[..., None]
+        return (1.0 / (1.0 + np.exp(-self.scale * (cos_yes - cos_no)))).mean(-2)
 
 
 class VLMVerifier:
