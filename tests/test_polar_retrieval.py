@@ -91,7 +91,16 @@ def test_constrained_queries_and_strength_table_on_a_toy_catalog():
     assert hard["Conflict@3 (memory)"] == pytest.approx(1 / 3) == hard["Conflict@3 (ground truth)"]
     assert np.isnan(hard["Conflict@3 (memory, >= 3 compatible)"])  # no query has 3 compatible candidates
     assert none["Conflict@3 (ground truth)"] > hard["Conflict@3 (ground truth)"] and hard["target mRR@1"] == 1.0
-    assert 0 < hard["concepts active in top-3"] <= 1
+    # usage (B.2): a perfect memory decides every candidate; only the asked concepts (red, blue) are activated
+    asked = {c for cs in cq.q_pos + cq.q_neg for c in cs}
+    assert asked == {0, 1, 3}  # red; not blue (query 0), not yellow (query 1's look-alike 4 is red and yellow)
+    assert hard["constraint activation@3"] == 1.0 and hard["concepts activated in top-3"] == 0.75
+    sparse_mem = np.zeros_like(truth)
+    sparse_mem[0] = True  # only species 0 was ever verified
+    part = evaluate_strengths(cand, s, target, cq, sp.csr_matrix(sparse_mem & truth), sp.csr_matrix(sparse_mem & ~truth),
+                              truth, [Strength("none")], k=3).iloc[0]
+    assert part["constraint activation@3"] == pytest.approx(1 / 3)  # species 0 is one of each query's top 3
+    assert part["concepts activated in top-3"] == 0.75  # species 0 carries an edge on every concept
     # extra (query-image) constraints only change the memory check: forbidding "red" makes the gold conflict
     extra = ([[], []], [[0], [0]])
     with_extra = evaluate_strengths(cand, s, target, cq, has, not_has, truth, [Strength("hard")], k=3, extra=extra)

@@ -18,8 +18,8 @@ import pandas as pd
 
 from polarcatalog.eval.metrics import gold_ranks, summarize
 from polarcatalog.memory.concepts import Concept
-from polarcatalog.memory.logic import CONFLICT
-from polarcatalog.retrieval.polar import Strength, candidate_states, conflict_at_k, filter_rate, reorder
+from polarcatalog.memory.logic import CONFLICT, NEUTRAL
+from polarcatalog.retrieval.polar import Strength, candidate_states, conflict_at_k, filter_rate, query_matrix, reorder
 
 CONSTRAINT_GROUPS = ("type", "colour", "shape")
 
@@ -80,7 +80,9 @@ def evaluate_strengths(cand: np.ndarray, s: np.ndarray, target: np.ndarray, cq: 
         q_pos = [sorted(set(p) | set(extra[0][r])) for p, r in zip(q_pos, cq.rows)]
         q_neg = [sorted(set(n) | set(extra[1][r])) for n, r in zip(q_neg, cq.rows)]
     states = candidate_states(c, has, not_has, q_pos, q_neg)
-    has_dense = has.toarray() if hasattr(has, "toarray") else np.asarray(has)
+    dense = lambda m: m.toarray() if hasattr(m, "toarray") else np.asarray(m)  # noqa: E731
+    edges = dense(has).astype(bool) | dense(not_has).astype(bool)  # [S, C]: the memory states something
+    asked = (query_matrix(q_pos, edges.shape[1]) + query_matrix(q_neg, edges.shape[1])).toarray() > 0  # [Q, C]
     valid = c >= 0
     mem_conflict = (states == CONFLICT) & valid
     gt_conflict = gt_conflicts(c, truth, cq.q_pos, cq.q_neg)
@@ -89,6 +91,8 @@ def evaluate_strengths(cand: np.ndarray, s: np.ndarray, target: np.ndarray, cq: 
     for st in strengths:
         order = reorder(states, sc, st, temperature)
         ranked = np.take_along_axis(c, order, 1)
+        top, top_ok = ranked[:, :k], ranked[:, :k] >= 0
+        top_states = np.take_along_axis(states, order, 1)[:, :k]
         m = summarize(gold_ranks(ranked, tg), mrr_ks=(1, 5), recall_ks=(1, k))
         rows.append({
             "strength": st.label(),
@@ -98,8 +102,12 @@ def evaluate_strengths(cand: np.ndarray, s: np.ndarray, target: np.ndarray, cq: 
             "Filter rate (memory)": filter_rate(mem_conflict, order, valid, k),
             "Filter rate (ground truth)": filter_rate(gt_conflict, order, valid, k),
             "target mRR@1": m["mRR@1"], f"target R@{k}": m[f"R@{k}"],
-            # PolarMem B.2: share of the vocabulary that some retrieved top-k memory asserts (HAS)
-            f"concepts active in top-{k}": float(has_dense[np.unique(ranked[:, :k][ranked[:, :k] >= 0])].any(0).mean()),
+            # PolarMem B.2 usage: share of the vocabulary whose edge on a retrieved top-k node decided some query's
+            # state (the concept was one of that query's constraints), and per query the share of top-k candidates
+            # whose state the memory decided (not NEUTRAL: an edge on one of the query's concepts exists)
+            f"concepts activated in top-{k}": float(((edges[np.maximum(top, 0)] & top_ok[..., None]).any(1) & asked).any(0).mean()),
+            f"constraint activation@{k}": float(((top_states != NEUTRAL) & top_ok).sum(1).astype(float).sum()
+                                                / max(int(top_ok.sum()), 1)),
             "queries": int(len(c)),
         })
     return pd.DataFrame(rows)
