@@ -201,6 +201,31 @@ def test_cli_evaluate_on_a_tiny_folder(repo, tmp_path):
     assert bad.returncode == 2 and "not a folder" in bad.stderr
 
 
+def test_cli_evaluate_with_a_constraint_in_words(repo, tmp_path):
+    root, env = repo
+    cli = str(Path(sys.executable).parent / "polarcatalog")
+    sprites = root / "data/raw/pokesprite/package/pokemon-gen8/regular"
+    q = tmp_path / "q"
+    for slug in ("bulbasaur", "charmander", "squirtle", "pikachu"):
+        (q / slug).mkdir(parents=True)
+        shutil.copy(sprites / f"{slug}.png", q / slug / "a.png")
+    where = "a green Pokémon that is not a fire type"
+    out = _sh([cli, "evaluate", "--queries", str(q), "--where", where, "--strength", "hard", "--out", str(tmp_path / "o")], root, env).stdout
+    assert "has ['colour:green'], not_has ['type:fire'] (hard" in out
+    pred = pd.read_csv(tmp_path / "o/predictions.csv")
+    for states in pred["states"].map(json.loads):
+        assert states == sorted(states, reverse=True), states  # hard: no conflict above a compatible or unknown species
+    m = json.loads((tmp_path / "o/metrics.json").read_text())
+    assert m["constraint"]["has"] == ["colour:green"] and m["constraint"]["strength"] == "hard"
+    assert any(set(st) != {0} for st in pred["states"].map(json.loads))  # the memory decides some candidates
+    _sh([cli, "evaluate", "--queries", str(q), "--out", str(tmp_path / "p")], root, env)  # unconstrained: no states
+    assert all(set(st) == {0} for st in pd.read_csv(tmp_path / "p/predictions.csv")["states"].map(json.loads))
+    for args, msg in ((["--where", "something shiny and new"], "names no concept"), (["--where", "green", "--strength", "medium"], "allowed")):
+        bad = subprocess.run([cli, "evaluate", "--queries", str(q), *args, "--out", str(tmp_path / "x")], cwd=root, env=env,
+                             capture_output=True, text=True)
+        assert bad.returncode == 2 and msg in bad.stderr, bad.stderr
+
+
 def test_second_repro_does_nothing_and_forced_rerun_is_identical(repo):
     root, env = repo
     before = (root / "reports/curation.json").read_bytes()

@@ -33,6 +33,10 @@ def evaluate(
     set_: list[str] = typer.Option([], "--set", help="override a param, e.g. --set retrieval.lam=0.5 (repeatable)"),
     out: Optional[Path] = typer.Option(None, help="folder for predictions.csv and metrics.json (default reports/evaluate/<folder name>)"),
     show: int = typer.Option(5, help="species printed per query"),
+    where: Optional[str] = typer.Option(None, "--where", help="a constraint in words, e.g. 'a yellow Pokémon that is not an "
+                                        "electric type': candidates re-ordered by the polarized memory (needs the graph stage)"),
+    strength: Optional[str] = typer.Option(None, help="constraint strength for --where: none | soft:<p> | adaptive | hard "
+                                           "(default graph.constraint)"),
 ) -> None:
     """Run the configured retriever on your own query images against the whole catalog and score it."""
     import yaml
@@ -48,7 +52,11 @@ def evaluate(
     root = params.resolve().parent
     out = out or root / "reports" / "evaluate" / queries.resolve().name
     try:
-        result = evaluate_folder(p, root, queries, labels, out)
+        if strength is not None:  # fail before any encoding
+            from polarcatalog.retrieval.polar import Strength
+
+            Strength.parse(strength)
+        result = evaluate_folder(p, root, queries, labels, out, where, strength)
     except (FileNotFoundError, ValueError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None

@@ -32,10 +32,7 @@ CAPTIONS = {  # how to read each report table (the markdown written by 05_ablate
 
 
 def constraint_axis(setup: PolarSetup, gp, specs: list[str]) -> pd.DataFrame:
-    g = setup.graph(gp.proposer, gp.proposer_n, gp.kappa, gp.seed)
-    if gp.critical_completion:
-        g = g.completed()
-    has, not_has = g.species_incidence(setup.inputs.species_ids)
+    has, not_has = setup.memory(gp)
     strengths = [Strength.parse(s, gp.adaptive_max_penalty) for s in specs]
     df = evaluate_strengths(setup.cand, setup.s, setup.target, setup.queries, has, not_has, setup.inputs.truth,
                             strengths, gp.constraint_k, gp.adaptive_temperature)

@@ -201,6 +201,10 @@ class PolarSetup:
     target: np.ndarray  # [Q] species index of each query
     queries: "object"  # ConstrainedQueries
 
+    def memory(self, gp) -> tuple:
+        """The configured memory's HAS / NOT_HAS incidence per species (see `species_memory`)."""
+        return species_memory(self.inputs, self.anchor_ids, Scores(self.anchor_scores, self.query_scores, self.local_scores), gp)
+
     def graph(self, strategy: str, n: int | None, kappa: float, seed: int) -> PolarGraph:
         return build_graph(self.inputs, self.anchor_ids, self.anchor_scores, strategy, n, kappa, seed,
                            local_scores=self.local_scores)
@@ -212,20 +216,37 @@ def save_scores(path, inputs: GraphInputs, scores: Scores) -> None:
     np.savez(path, anchor=scores.anchor, query=scores.query, anchor_local=local, concepts=np.array([c.id for c in inputs.vocab]))
 
 
+def load_scores(path, inputs: GraphInputs) -> Scores:
+    """The graph stage's verifier scores, checked against the vocabulary they were written for."""
+    from pathlib import Path
+
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path} is missing: run the graph stage first (`dvc repro graph`)")
+    with np.load(path, allow_pickle=False) as z:
+        if z["concepts"].tolist() != [c.id for c in inputs.vocab]:
+            raise ValueError(f"{path} was written for another vocabulary; rerun the graph stage")
+        local = z["anchor_local"] if "anchor_local" in z.files and z["anchor_local"].shape[1] else None
+        return Scores(z["anchor"], z["query"], local)
+
+
+def species_memory(inputs: GraphInputs, anchor_ids: list[str], scores: Scores, gp) -> tuple:
+    """The configured memory (graph.proposer / proposer_n / kappa, completion if graph.critical_completion) as
+    HAS / NOT_HAS incidence per catalog species, rows in `inputs.species_ids` order."""
+    g = build_graph(inputs, anchor_ids, scores.anchor, gp.proposer, gp.proposer_n, gp.kappa, gp.seed, local_scores=scores.anchor_local)
+    return (g.completed() if gp.critical_completion else g).species_incidence(inputs.species_ids)
+
+
 def polar_setup(ws: Workspace, params, scores_path, ranking=None) -> PolarSetup:
     """`ranking`: the configured VR-RAG ranking of ws.queries when the caller already has it (not recomputed)."""
     from polarcatalog.memory.evaluate import make_constrained_queries
     from polarcatalog.retrieval import experiment as ex
 
     inputs = graph_inputs(ws, params.curate.size_bins_m)
-    with np.load(scores_path, allow_pickle=False) as z:
-        if z["concepts"].tolist() != [c.id for c in inputs.vocab]:
-            raise ValueError(f"{scores_path} was written for another vocabulary; rerun the graph stage")
-        anchor_scores, query_scores = z["anchor"], z["query"]
-        local = z["anchor_local"] if "anchor_local" in z.files and z["anchor_local"].shape[1] else None
+    scores = load_scores(scores_path, inputs)
     if ranking is None:
         _, _, ranking = ex.run(ws, ex.catalog_for(ws, params.retrieval), params.retrieval)
     cand = inputs.species_index(ranking.species)
     target = inputs.species_index(ws.queries["species_id"].to_numpy())
     cq = make_constrained_queries(target, cand, inputs.truth, inputs.vocab, params.graph.seed)
-    return PolarSetup(inputs, ws.anchors["candidate_id"].tolist(), anchor_scores, query_scores, local, cand, ranking.s, target, cq)
+    return PolarSetup(inputs, ws.anchors["candidate_id"].tolist(), scores.anchor, scores.query, scores.anchor_local, cand,
+                      ranking.s, target, cq)

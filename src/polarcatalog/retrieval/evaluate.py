@@ -1,4 +1,6 @@
-"""`polarcatalog evaluate`: the configured retriever on a folder of new query images, scored if labelled."""
+"""`polarcatalog evaluate`: the configured retriever on a folder of new query images, scored if labelled; with
+`--where "a yellow Pokémon that is not an electric type"` the candidates are re-ordered by the polarized memory
+(PolarMem, the graph stage's output) under the configured constraint strength."""
 
 from __future__ import annotations
 
@@ -20,20 +22,40 @@ from polarcatalog.retrieval.queries import read_query_folder
 from polarcatalog.retrieval.vrrag import prepare_queries, retriever_queries_needed
 
 
+STATE_MARK = {-1: " [conflict]", 0: "", 1: " [has]"}
+
+
+@dataclass
+class Constraint:
+    text: str
+    q_pos: list[str]
+    q_neg: list[str]
+    strength: str
+
+
 @dataclass
 class EvaluateResult:
     predictions: pd.DataFrame
     metrics: dict | None
     quarantined: list[dict]
+    constraint: Constraint | None = None
 
     def render(self, show: int = 5) -> str:
         lines = []
+        if self.constraint:
+            c = self.constraint
+            lines.append(f"constraint {c.text!r}: has {c.q_pos or '-'}, not_has {c.q_neg or '-'} ({c.strength}; "
+                         "[has] = the memory entails it, [conflict] = the memory contradicts it)")
         for row in self.predictions.itertuples():
             gold = f" (gold: {row.gold_name}, rank {row.gold_rank:g})" if isinstance(row.gold_name, str) else ""
-            lines.append(f"{row.query_id}: {', '.join(row.predicted_names[:show])}{gold}")
+            marks = row.states if self.constraint else [0] * len(row.predicted_names)
+            lines.append(f"{row.query_id}: {', '.join(n + STATE_MARK[m] for n, m in zip(row.predicted_names[:show], marks))}{gold}")
         if self.quarantined:
             lines.append(f"{len(self.quarantined)} unreadable image(s) skipped: " + "; ".join(f"{q['path']}: {q['reason']}" for q in self.quarantined))
-        if self.metrics:
+        if self.constraint and self.metrics:
+            c = self.metrics["constraint"]
+            lines.append(f"constraint: {', '.join(f'{k} {v:.3f}' if isinstance(v, float) else f'{k} {v}' for k, v in c.items() if 'onflict' in k or 'gold' in k)}")
+        if self.metrics and self.metrics.get("labelled"):
             m = self.metrics["labelled"]
             lines.append(f"\n{m['n']} labelled queries: mRR@1 {m['mRR@1']:.3f}  mRR@5 {m['mRR@5']:.3f}  mRR@10 {m['mRR@10']:.3f}  "
                          f"R@10 {m['R@10']:.3f}  acc@1 {m['acc@1']:.3f}")
@@ -42,7 +64,35 @@ class EvaluateResult:
         return "\n".join(lines)
 
 
-def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | None, out: Path) -> EvaluateResult:
+def _constrain(ws: ex.Workspace, params: Params, root: Path, species: np.ndarray, s: np.ndarray, where: str,
+               strength: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, Constraint]:
+    """Re-order each query's VR-RAG species list by the memory's logic state against the parsed constraint."""
+    from polarcatalog.memory import build
+    from polarcatalog.memory.query_parser import parse_text
+    from polarcatalog.retrieval.polar import Strength, candidate_states, reorder
+
+    inputs = build.graph_inputs(ws, params.curate.size_bins_m)
+    parsed = parse_text(where, inputs.vocab)
+    if not (parsed.q_pos or parsed.q_neg):
+        examples = ", ".join(c.name for c in inputs.vocab[::6])
+        raise ValueError(f"--where {where!r} names no concept of the vocabulary (e.g. {examples}); "
+                         "phrase it like 'a yellow Pokémon that is not an electric type'")
+    scores = build.load_scores(root / "data/processed/graph/scores.npz", inputs)
+    has, not_has = build.species_memory(inputs, ws.anchors["candidate_id"].tolist(), scores, params.graph)
+    index = {c.id: j for j, c in enumerate(inputs.vocab)}
+    q_pos, q_neg = [index[c] for c in parsed.q_pos], [index[c] for c in parsed.q_neg]
+    cand = inputs.species_index(species)
+    states = candidate_states(cand, has, not_has, [q_pos] * len(cand), [q_neg] * len(cand))
+    st = Strength.parse(strength, params.graph.adaptive_max_penalty)
+    order = reorder(states, np.where(cand >= 0, s, -np.inf), st, params.graph.adaptive_temperature)
+    take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
+    return take(species), take(s), take(states), Constraint(where, list(parsed.q_pos), list(parsed.q_neg), st.label())
+
+
+def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | None, out: Path,
+                    where: str | None = None, strength: str | None = None) -> EvaluateResult:
+    """`where`: a constraint in words (needs the graph stage's output); `strength`: none | soft:<p> | adaptive |
+    hard, default graph.constraint."""
     ws = ex.load_workspace(root / "data/features", root / "data/processed")
     rp = params.retrieval
     missing = [n for n in retriever_queries_needed(rp) if n not in ws.anchor_f]
@@ -62,18 +112,23 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     catalog = ex.catalog_for(ws, rp)
     vr = ex.retriever(catalog, rp)
     ranking = vr.rank(vr.candidates(prepare_queries(feats, catalog, rp.center, rp.min_center_batch)), rp.lam, max(rp.r, 10))
+    species, s = ranking.species, ranking.s
+    states, constraint = np.zeros(species.shape, np.int8), None
+    if where:
+        species, s, states, constraint = _constrain(ws, params, root, species, s, where, strength or params.graph.constraint)
     names = ws.species.set_index("species_id")["name"]
     gold = q["species_id"].fillna(-1).astype(int).to_numpy()
-    ranks = gold_ranks(ranking.species, gold)
+    ranks = gold_ranks(species, gold)
     pred = pd.DataFrame({
         "query_id": q["query_id"],
         "label": q["label"],
         "gold_species_id": q["species_id"],
         "gold_name": q["species_id"].map(names),
         "gold_rank": np.where(gold >= 0, ranks, np.nan),
-        "predicted_ids": [r[: max(rp.k, 10)].tolist() for r in ranking.species],
-        "predicted_names": [[names.get(s, "?") for s in r[: max(rp.k, 10)]] for r in ranking.species],
-        "s": [r[: max(rp.k, 10)].round(4).tolist() for r in ranking.s],
+        "predicted_ids": [r[: max(rp.k, 10)].tolist() for r in species],
+        "predicted_names": [[names.get(x, "?") for x in r[: max(rp.k, 10)]] for r in species],
+        "s": [r[: max(rp.k, 10)].round(4).tolist() for r in s],
+        "states": [r[: max(rp.k, 10)].tolist() for r in states],  # memory logic state: 1 has, -1 conflict, 0 unknown
     })
     labelled = gold >= 0
     metrics = None
@@ -81,7 +136,17 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
         metrics = {"labelled": summarize(ranks[labelled]), "unknown_labels": int((q["label"].notna() & ~labelled).sum()),
                    "unlabelled": int(q["label"].isna().sum()), "quarantined": len(quarantine.rows),
                    "retrieval": rp.model_dump(), "catalog_species": int(len(ws.species))}
+
+    if constraint:
+        k, valid = rp.k, species[:, : rp.k] >= 0
+        conflict = ((states[:, :k] == -1) & valid).sum(1) / np.maximum(valid.sum(1), 1)
+        found = labelled & (ranks <= species.shape[1])
+        gold_state = states[np.flatnonzero(found), (ranks[found] - 1).astype(int)]
+        metrics = metrics or {"labelled": None, "queries": len(q)}
+        metrics["constraint"] = {"text": constraint.text, "has": constraint.q_pos, "not_has": constraint.q_neg,
+                                 "strength": constraint.strength, f"Conflict@{k} (memory)": float(conflict.mean()) if len(q) else None,
+                                 "gold contradicted by the memory": int((gold_state == -1).sum())}
     out.mkdir(parents=True, exist_ok=True)
     pred.to_csv(out / "predictions.csv", index=False)
     (out / "metrics.json").write_text(json.dumps(metrics or {"labelled": None, "queries": len(q)}, indent=2, default=str) + "\n")
-    return EvaluateResult(pred, metrics, quarantine.rows)
+    return EvaluateResult(pred, metrics, quarantine.rows, constraint)
