@@ -119,16 +119,18 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     names = ws.species.set_index("species_id")["name"]
     gold = q["species_id"].fillna(-1).astype(int).to_numpy()
     ranks = gold_ranks(species, gold)
+    top = max(rp.k, 10)
     pred = pd.DataFrame({
         "query_id": q["query_id"],
         "label": q["label"],
         "gold_species_id": q["species_id"],
         "gold_name": q["species_id"].map(names),
         "gold_rank": np.where(gold >= 0, ranks, np.nan),
-        "predicted_ids": [r[: max(rp.k, 10)].tolist() for r in species],
-        "predicted_names": [[names.get(x, "?") for x in r[: max(rp.k, 10)]] for r in species],
-        "s": [r[: max(rp.k, 10)].round(4).tolist() for r in s],
-        "states": [r[: max(rp.k, 10)].tolist() for r in states],  # memory logic state: 1 has, -1 conflict, 0 unknown
+        # the first max(k, 10) candidates; padding (a catalog smaller than the list) dropped
+        "predicted_ids": [r[: top][r[: top] >= 0].tolist() for r in species],
+        "predicted_names": [[names.get(x, "?") for x in r[: top] if x >= 0] for r in species],
+        "s": [r[: top][sp[: top] >= 0].round(4).tolist() for r, sp in zip(s, species)],
+        "states": [r[: top][sp[: top] >= 0].tolist() for r, sp in zip(states, species)],  # memory: 1 has, -1 conflict, 0 unknown
     })
     labelled = gold >= 0
     metrics = None
