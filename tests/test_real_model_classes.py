@@ -69,3 +69,30 @@ def test_vlm_verifier_prefix_reuse_equals_one_by_one(tmp_path):
     slow = np.array([[v.p_yes_one(image, t.format(concept=c)) for t in v.templates] for c in concepts]).mean(1)
     np.testing.assert_allclose(fast, slow, atol=1e-5)
     assert np.ptp(fast) > 1e-4
+
+
+def test_vlm_verifier_scores_catalog_queries_and_local_views(tmp_path):
+    """The graph stage's VLM path: global views of catalog and query images, plus grid² local views of catalog images."""
+    import pandas as pd
+
+    from polarcatalog.memory.build import GraphInputs, verify_vlm
+    from polarcatalog.memory.concepts import pokemon_vocabulary
+    from polarcatalog.retrieval.experiment import Workspace
+
+    folder = save_tiny_qwen25_vl(tmp_path / "vlm")
+    rng = np.random.default_rng(2)
+    paths = []
+    for i in range(3):
+        a = np.full((64, 64, 3), 255, np.uint8)
+        a[8:56, 8:56] = rng.integers(0, 255, (48, 48, 3))
+        Image.fromarray(a).save(tmp_path / f"{i}.png")
+        paths.append(str(tmp_path / f"{i}.png"))
+    ws = Workspace(None, pd.DataFrame({"path": paths[:2]}), pd.DataFrame({"path": paths[2:]}), None, {}, {}, {}, {}, None)
+    vocab = pokemon_vocabulary()[:5]
+    inputs = GraphInputs(vocab, np.arange(2), np.zeros((2, 5), bool), np.zeros((2, 4)), np.arange(2), np.zeros((1, 4)),
+                         np.arange(1), "measured")
+    got = verify_vlm(ws, inputs, str(folder), "cpu", 2, local_grid=2)
+    assert got.anchor.shape == (2, 5) and got.query.shape == (1, 5) and got.anchor_local.shape == (2, 4, 5)
+    assert ((got.anchor_local > 0) & (got.anchor_local < 1)).all()
+    assert not np.allclose(got.anchor_local[0, 0], got.anchor[0])  # a local view is another input, not the global one
+    assert verify_vlm(ws, inputs, str(folder), "cpu", 2).anchor_local is None  # no local views unless asked
