@@ -38,7 +38,7 @@ def constraint_axis(setup: PolarSetup, gp, specs: list[str]) -> pd.DataFrame:
                             strengths, gp.constraint_k, gp.adaptive_temperature)
     df.insert(0, "spec", specs)
     # the configured strength again, with the query image's own verified concepts as extra constraints
-    extra = query_image_concepts(setup.query_scores, gp.proposer, gp.proposer_n, gp.kappa, gp.seed, setup.inputs.groups)
+    extra = query_image_concepts(setup.scores.query, gp.proposer, gp.proposer_n, gp.kappa, gp.seed, setup.inputs.groups)
     row = evaluate_strengths(setup.cand, setup.s, setup.target, setup.queries, has, not_has, setup.inputs.truth,
                              [Strength.parse(gp.constraint, gp.adaptive_max_penalty)], gp.constraint_k,
                              gp.adaptive_temperature, extra=extra)

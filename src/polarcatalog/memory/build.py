@@ -121,13 +121,14 @@ def verify_vlm(ws: Workspace, inputs: GraphInputs, model: str, device: str, n_te
 
     v = VLMVerifier(model, device, TEMPLATES[:n_templates])
     names = [c.name for c in inputs.vocab]
-    score = lambda paths: np.stack([v.scores(load_rgb(p), names) for p in tqdm(paths, desc="VLM verify")])  # noqa: E731
-    local = None
-    if local_grid:
-        cells = [(r, c) for r in range(local_grid) for c in range(local_grid)]
-        local = np.stack([np.stack([v.scores(grid_cell(content_box(load_rgb(p)), local_grid, r, c), names) for r, c in cells])
-                          for p in tqdm(ws.anchors["path"].tolist(), desc="VLM verify local views")])
-    return Scores(score(ws.anchors["path"].tolist()), score(ws.queries["path"].tolist()), local)
+    cells = [(r, c) for r in range(local_grid) for c in range(local_grid)]
+    anchor, local = [], []
+    for p in tqdm(ws.anchors["path"].tolist(), desc="VLM verify catalog images"):
+        im = load_rgb(p)  # decoded once for the global view and its local views
+        anchor.append(v.scores(im, names))
+        local.append([v.scores(grid_cell(content_box(im), local_grid, r, c), names) for r, c in cells])
+    query = [v.scores(load_rgb(p), names) for p in tqdm(ws.queries["path"].tolist(), desc="VLM verify queries")]
+    return Scores(np.stack(anchor), np.stack(query), np.array(local) if local_grid else None)
 
 
 def query_image_concepts(query_scores: np.ndarray, strategy: str, n: int | None, kappa: float, seed: int,
@@ -193,9 +194,7 @@ class PolarSetup:
 
     inputs: GraphInputs
     anchor_ids: list[str]
-    anchor_scores: np.ndarray
-    query_scores: np.ndarray
-    local_scores: np.ndarray | None  # [A, V, C] local views of the catalog images (global_local proposer)
+    scores: Scores  # verifier scores of catalog images, their local views and query images
     cand: np.ndarray  # [Q, L] species index of each VR-RAG candidate (-1 = none)
     s: np.ndarray  # [Q, L] fused VR-RAG score
     target: np.ndarray  # [Q] species index of each query
@@ -203,11 +202,11 @@ class PolarSetup:
 
     def memory(self, gp) -> tuple:
         """The configured memory's HAS / NOT_HAS incidence per species (see `species_memory`)."""
-        return species_memory(self.inputs, self.anchor_ids, Scores(self.anchor_scores, self.query_scores, self.local_scores), gp)
+        return species_memory(self.inputs, self.anchor_ids, self.scores, gp)
 
     def graph(self, strategy: str, n: int | None, kappa: float, seed: int) -> PolarGraph:
-        return build_graph(self.inputs, self.anchor_ids, self.anchor_scores, strategy, n, kappa, seed,
-                           local_scores=self.local_scores)
+        return build_graph(self.inputs, self.anchor_ids, self.scores.anchor, strategy, n, kappa, seed,
+                           local_scores=self.scores.anchor_local)
 
 
 def save_scores(path, inputs: GraphInputs, scores: Scores) -> None:
@@ -248,5 +247,4 @@ def polar_setup(ws: Workspace, params, scores_path, ranking=None) -> PolarSetup:
     cand = inputs.species_index(ranking.species)
     target = inputs.species_index(ws.queries["species_id"].to_numpy())
     cq = make_constrained_queries(target, cand, inputs.truth, inputs.vocab, params.graph.seed)
-    return PolarSetup(inputs, ws.anchors["candidate_id"].tolist(), scores.anchor, scores.query, scores.anchor_local, cand,
-                      ranking.s, target, cq)
+    return PolarSetup(inputs, ws.anchors["candidate_id"].tolist(), scores, cand, ranking.s, target, cq)
