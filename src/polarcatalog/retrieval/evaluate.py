@@ -48,13 +48,14 @@ class EvaluateResult:
                          "[has] = the memory entails it, [conflict] = the memory contradicts it)")
         for row in self.predictions.itertuples():
             gold = f" (gold: {row.gold_name}, rank {row.gold_rank:g})" if isinstance(row.gold_name, str) else ""
-            marks = row.states if self.constraint else [0] * len(row.predicted_names)
-            lines.append(f"{row.query_id}: {', '.join(n + STATE_MARK[m] for n, m in zip(row.predicted_names[:show], marks))}{gold}")
+            named = ", ".join(n + STATE_MARK[m] for n, m in zip(row.predicted_names[:show], row.states))  # states 0 unconstrained
+            lines.append(f"{row.query_id}: {named}{gold}")
         if self.quarantined:
             lines.append(f"{len(self.quarantined)} unreadable image(s) skipped: " + "; ".join(f"{q['path']}: {q['reason']}" for q in self.quarantined))
         if self.constraint and self.metrics:
             c = self.metrics["constraint"]
-            lines.append(f"constraint: {', '.join(f'{k} {v:.3f}' if isinstance(v, float) else f'{k} {v}' for k, v in c.items() if 'onflict' in k or 'gold' in k)}")
+            conflict = next(key for key in c if key.startswith("Conflict@"))
+            lines.append(f"constraint: {conflict} {c[conflict]:.3f}, gold contradicted by the memory {c['gold contradicted by the memory']}")
         if self.metrics and self.metrics.get("labelled"):
             m = self.metrics["labelled"]
             lines.append(f"\n{m['n']} labelled queries: mRR@1 {m['mRR@1']:.3f}  mRR@5 {m['mRR@5']:.3f}  mRR@10 {m['mRR@10']:.3f}  "
@@ -140,13 +141,16 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
                    "retrieval": rp.model_dump(), "catalog_species": int(len(ws.species))}
 
     if constraint:
-        k, valid = rp.k, species[:, : rp.k] >= 0
-        conflict = ((states[:, :k] == -1) & valid).sum(1) / np.maximum(valid.sum(1), 1)
+        from polarcatalog.retrieval.polar import conflict_at_k
+
+        k = rp.k
+        in_order = np.broadcast_to(np.arange(species.shape[1]), species.shape)  # lists are already re-ordered
+        conflict = conflict_at_k(states == -1, in_order, species >= 0, k)
         found = labelled & (ranks <= species.shape[1])
         gold_state = states[np.flatnonzero(found), (ranks[found] - 1).astype(int)]
         metrics = metrics or {"labelled": None, "queries": len(q)}
         metrics["constraint"] = {"text": constraint.text, "has": constraint.q_pos, "not_has": constraint.q_neg,
-                                 "strength": constraint.strength, f"Conflict@{k} (memory)": float(conflict.mean()) if len(q) else None,
+                                 "strength": constraint.strength, f"Conflict@{k} (memory)": conflict if len(q) else None,
                                  "gold contradicted by the memory": int((gold_state == -1).sum())}
     out.mkdir(parents=True, exist_ok=True)
     pred.to_csv(out / "predictions.csv", index=False)
