@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from polarcatalog.retrieval.vrrag import VRRAG, Catalog, normalise
+from polarcatalog.retrieval.vrrag import VRRAG, Catalog
+from polarcatalog.vectors import l2_normalise as normalise
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -98,7 +99,7 @@ def main() -> None:
     t0 = time.perf_counter()
     loop_top = [loop_scores(catalog, chunk_vecs, ensemble, reranker, q, i, args.r, args.lam, args.k) for i in range(args.loop_queries)]
     loop_s = (time.perf_counter() - t0) / args.loop_queries
-    agree = all(loop_top[i] == ranking.species[i].tolist() for i in range(args.loop_queries))
+    agree = all(loop_top[i] == ranking.species_ids[i].tolist() for i in range(args.loop_queries))
 
     gflops = matmul_gflops()
     n_chunks = args.species * args.chunks_per_species

@@ -33,10 +33,10 @@ def test_precision_recall_hand_computed():
 def lite0():
     import torch
 
-    from polarcatalog.encoders import create_image_encoder
+    from polarcatalog.encoders import create_encoder
 
     torch.set_num_threads(2)
-    return create_image_encoder("efficientnet_lite0", "cpu")
+    return create_encoder("efficientnet_lite0", "image", "cpu")
 
 
 def test_imagenet_bird_filter_on_clipart_birds_vs_photos(lite0):

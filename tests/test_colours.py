@@ -1,8 +1,9 @@
 import numpy as np
 from PIL import Image
 
-from polarcatalog.curate.articles import size_class
-from polarcatalog.curate.colours import COLOUR_TABLE, colour_fractions, dominant_colours, foreground_mask
+from polarcatalog.data.colours import COLOUR_TABLE, colour_fractions, dominant_colours
+from polarcatalog.data.pokemon import size_class
+from polarcatalog.data.regions import foreground_mask
 
 
 def test_each_table_colour_names_itself(solid_image):

@@ -23,7 +23,15 @@ def test_repo_params_are_valid_and_match_paper_defaults():
         ({"curate.summarizer": "gpt4"}, "curate.summarizer", "'extractive' or 'llm'"),
         ({"curate.anchor_filter": "clip"}, "curate.anchor_filter", "'prototype', 'imagenet_bird' or 'vlm'"),
         ({"dataset.query_variants": ["regular", "gold"]}, "dataset.query_variants.1", "'regular' or 'shiny'"),
-        ({"encoders.image": ["resnet9000"]}, "encoders.image", "allowed: efficientnet_lite0, efficientnet_lite2, open_clip:"),
+        ({"encoders.image": ["resnet9000"]}, "encoders.image.0", "allowed: efficientnet_lite0, efficientnet_lite2, open_clip:"),
+        ({"encoders.image": ["efficientnet_lite0", "efficientnet_lite0"]}, "encoders.image", "each image encoder once"),
+        ({"encoders.text": "efficientnet_lite0"}, "encoders.text", "unknown text encoder 'efficientnet_lite0'; allowed: minilm"),
+        ({"encoders.image": ["open_clip:ViT-B-32:/nowhere/clip.safetensors"]}, "encoders.image.0", "checkpoint file"),
+        ({"dataset.domain": "birds"}, "dataset.domain", "unknown domain 'birds'; allowed: pokemon"),
+        ({"curate.filter_encoder": "open_clip:ViT-B-32:openai"}, "curate.filter_encoder", "allowed: efficientnet_lite0, efficientnet_lite2"),
+        ({"graph.verifier": "oracle"}, "graph.verifier", "unknown verifier 'oracle'; allowed: probe, zero_shot, vlm"),
+        ({"graph.constraint": "soft:-5"}, "graph.constraint", "allowed: none, hard, adaptive, soft:<penalty >= 0>"),
+        ({"ablations.constraint": ["hard", "medium"]}, "ablations.constraint.1", "allowed: none, hard, adaptive, soft:"),
         ({"retrieval.reranker": "open_clip:ViT-B-32:openai"}, "(top level)", "add them to encoders.image"),
         ({"retrieval.k": 200}, "retrieval", "cannot exceed r"),
         ({"encoders.anchor_scale": 3}, "encoders.anchor_scale", "[8, 4096]"),
@@ -32,9 +40,9 @@ def test_repo_params_are_valid_and_match_paper_defaults():
         ({"curate.chunk_overlap": 40}, "curate", "chunk_overlap (40) must be smaller than chunk_words (40)"),
         ({"curate.summarizer": "llm"}, "curate", "needs llm_model"),
         ({"dataset.sprites_sha256": "abc"}, "dataset.sprites_sha256", "pattern"),
-        ({"ablations.coverage": ["top_n:6", "multi_prompt"]}, "ablations.coverage", "multi_prompt:<N>, global_local:<N>"),
-        ({"ablations.coverage": ["global_local:0"]}, "ablations.coverage", "N >= 1"),
-        ({"graph.proposer": "crops"}, "graph.proposer", "'multi_prompt', 'global_local' or 'all'"),
+        ({"ablations.coverage": ["top_n:6", "multi_prompt"]}, "ablations.coverage.1", "multi_prompt:<N>, global_local:<N>"),
+        ({"ablations.coverage": ["global_local:0"]}, "ablations.coverage.0", "N >= 1"),
+        ({"graph.proposer": "crops"}, "graph.proposer", "unknown proposer 'crops'; allowed: top_n, multi_prompt, global_local, random_n, all"),
         ({"encoders.local_grid": 1}, "encoders.local_grid", "use 0 (no local views) or 2-4"),
         ({"graph.verifier": "zero_shot"}, "(top level)", "needs graph.zero_shot_encoder set to one of encoders.image"),
         ({"graph.verifier": "zero_shot", "graph.zero_shot_encoder": "efficientnet_lite0"}, "(top level)", "has no text tower"),
@@ -88,7 +96,7 @@ def test_overrides_and_flatten():
 def test_cli_check_params(tmp_path):
     from typer.testing import CliRunner
 
-    from polarcatalog.cli import app
+    from polarcatalog.app.cli import app
 
     ok = CliRunner().invoke(app, ["check-params", "--params", str(ROOT / "params.yaml")])
     assert ok.exit_code == 0 and '"lam": 0.7' in ok.output
@@ -96,3 +104,54 @@ def test_cli_check_params(tmp_path):
     bad.write_text("curate:\n  chunk_words: 2\n")
     res = CliRunner().invoke(app, ["check-params", "--params", str(bad)])
     assert res.exit_code == 2 and "curate.chunk_words" in res.output
+
+
+def test_compound_values_are_typed_once_and_written_back_as_text():
+    from polarcatalog.encoders import EncoderSpec
+    from polarcatalog.memory.constraints import Strength
+    from polarcatalog.memory.propose import ProposerSpec
+
+    p = load_params(ROOT / "params.yaml", {"graph.constraint": "soft:0.03", "encoders.image": ["efficientnet_lite0", "open_clip:ViT-B-32:openai"],
+                                           "retrieval.reranker": None})
+    assert p.graph.constraint == Strength("soft", 0.03) and p.graph.strength() == Strength("soft", 0.03)
+    assert load_params(ROOT / "params.yaml", {"graph.constraint": "adaptive"}).graph.strength() == Strength("adaptive", 1.0)
+    assert p.encoders.image[1] == EncoderSpec("open_clip", "ViT-B-32", "openai") and p.encoders.names[1] == "open_clip:ViT-B-32:openai"
+    assert p.ablations.coverage[0] == ProposerSpec("random_n", 6) and p.graph.proposer_spec == ProposerSpec("top_n", 12)
+    dumped = p.model_dump(mode="json")
+    assert dumped["graph"]["constraint"] == "soft:0.03" and dumped["ablations"]["coverage"][-1] == "all"
+    assert validate(dumped) == p  # the text form parses back to the same typed values
+
+
+def test_zero_shot_on_an_encoder_without_a_text_tower_fails_at_check_params(tmp_path):
+    """A DINOv2 (image-only) transformers model as the zero-shot space: rejected before any compute, by the same
+    text-tower check the verifier makes at runtime (the model's own config.json)."""
+    from typer.testing import CliRunner
+    from transformers import Dinov2Config, Dinov2Model
+
+    from polarcatalog.app.cli import app
+
+    folder = tmp_path / "dinov2"
+    Dinov2Model(Dinov2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, mlp_ratio=2, image_size=28)).save_pretrained(folder)
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw["encoders"]["image"] = ["efficientnet_lite0", "efficientnet_lite2", f"hf:{folder}"]
+    raw["graph"] |= {"verifier": "zero_shot", "zero_shot_encoder": f"hf:{folder}"}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    res = CliRunner().invoke(app, ["check-params", "--params", str(path)])
+    assert res.exit_code == 2 and f"graph.zero_shot_encoder 'hf:{folder}' has no text tower" in res.output
+
+
+def test_cli_rejects_a_negative_soft_penalty_like_params_do(tmp_path):
+    """`--strength soft:-5` fails in the CLI before any encoding, with the same message params.yaml gets."""
+    from typer.testing import CliRunner
+
+    from polarcatalog.app.cli import app
+
+    (tmp_path / "q").mkdir()
+    res = CliRunner().invoke(app, ["evaluate", "--queries", str(tmp_path / "q"), "--params", str(ROOT / "params.yaml"),
+                                   "--where", "a red Pokémon", "--strength", "soft:-5"])
+    with pytest.raises(ParamsError) as in_params:
+        load_params(ROOT / "params.yaml", {"graph.constraint": "soft:-5"})
+    assert res.exit_code == 2
+    message = str(in_params.value).splitlines()[-1].strip()
+    assert "graph.constraint: constraint strength 'soft:-5'; allowed:" in message and message in res.output

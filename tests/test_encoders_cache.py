@@ -7,8 +7,9 @@ import pytest
 import torch
 from PIL import Image
 
-from polarcatalog.encoders import create_image_encoder, create_text_encoder, has_text_tower
-from polarcatalog.encoders.preprocess import Preprocess, apply, content_box
+from polarcatalog.encoders import create_encoder, has_text_tower
+from polarcatalog.data.regions import content_box
+from polarcatalog.encoders.preprocess import Preprocess, apply
 from polarcatalog.features.cache import FeatureCache
 from polarcatalog.features.encode import encode_image_files, encode_texts
 
@@ -37,7 +38,7 @@ def images(tmp_path):
 
 def test_open_clip_through_the_cache(tiny_clip_name, images, tmp_path):
     torch.manual_seed(0)
-    enc = create_image_encoder(f"open_clip:{tiny_clip_name}:random", "cpu")
+    enc = create_encoder(f"open_clip:{tiny_clip_name}:random", "image", "cpu")
     assert enc.dim == 16 and has_text_tower(f"open_clip:{tiny_clip_name}:random")
     views = Preprocess(content_box=True, scale_to=None, mirror=True)
     stats: dict[str, int] = {}
@@ -62,15 +63,15 @@ def test_open_clip_local_checkpoint_file_reproduces_embeddings(tiny_clip_name, i
     from safetensors.torch import save_file
 
     torch.manual_seed(1)
-    enc = create_image_encoder(f"open_clip:{tiny_clip_name}:random", "cpu")
+    enc = create_encoder(f"open_clip:{tiny_clip_name}:random", "image", "cpu")
     ckpt = tmp_path / "tiny.safetensors"
     save_file({k: v.contiguous() for k, v in enc.model.state_dict().items()}, str(ckpt))
-    loaded = create_image_encoder(f"open_clip:{tiny_clip_name}:{ckpt}", "cpu")
+    loaded = create_encoder(f"open_clip:{tiny_clip_name}:{ckpt}", "image", "cpu")
     ims = [Image.open(p).convert("RGB") for p in images]
     np.testing.assert_allclose(enc.encode_images(ims), loaded.encode_images(ims), atol=1e-6)
     assert "tiny.safetensors" in loaded.id
-    with pytest.raises(FileNotFoundError, match="checkpoint file not found"):
-        create_image_encoder(f"open_clip:{tiny_clip_name}:{tmp_path / 'nope.safetensors'}", "cpu")
+    with pytest.raises(ValueError, match="checkpoint file .* not found"):
+        create_encoder(f"open_clip:{tiny_clip_name}:{tmp_path / 'nope.safetensors'}", "image", "cpu")
 
 
 def test_dinov2_hf_through_the_same_path(images, tmp_path):
@@ -83,7 +84,7 @@ def test_dinov2_hf_through_the_same_path(images, tmp_path):
                       image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]).save_pretrained(folder)
     name = f"hf:{folder}"
     assert not has_text_tower(name)
-    enc = create_image_encoder(name, "cpu")
+    enc = create_encoder(name, "image", "cpu")
     stats: dict[str, int] = {}
     v, ok = encode_image_files(enc, images + [str(tmp_path / "missing.png")], tmp_path / "cache", Preprocess(), stats=stats)
     assert enc.dim == 32 and v.shape == (6, 32) and ok.tolist() == [True] * 5 + [False]
@@ -94,7 +95,7 @@ def test_dinov2_hf_through_the_same_path(images, tmp_path):
 
 
 def test_embedded_text_encoder_is_offline_and_normalised(tmp_path):
-    enc = create_text_encoder("minilm", "cpu")
+    enc = create_encoder("minilm", "text", "cpu")
     v = encode_texts(enc, ["A small green Pokémon with a bulb.", "A yellow mouse."], tmp_path / "c")
     assert v.shape == (2, 384) and np.allclose(np.linalg.norm(v, axis=1), 1, atol=1e-5)
     assert float(v[0] @ v[1]) < 0.99
@@ -125,7 +126,8 @@ def test_cache_returns_repeated_keys_in_request_order(tmp_path):
 
 
 def test_local_views_are_overlapping_cells_with_their_own_cache_keys(tiny_clip_name, images, tmp_path):
-    from polarcatalog.encoders.preprocess import grid_cell, local_views
+    from polarcatalog.data.regions import grid_cell
+    from polarcatalog.encoders.preprocess import local_views
 
     im = Image.new("RGB", (100, 60))
     cells = [grid_cell(im, 2, r, c) for r in range(2) for c in range(2)]
@@ -143,7 +145,7 @@ def test_local_views_are_overlapping_cells_with_their_own_cache_keys(tiny_clip_n
     assert all(v.scale_to == 27 for v in views) and len({v.key() for v in [glob, *views]}) == 5
     assert "cell" not in Preprocess().key()  # global views keep their pre-existing cache keys
     torch.manual_seed(0)
-    enc = create_image_encoder(f"open_clip:{tiny_clip_name}:random", "cpu")
+    enc = create_encoder(f"open_clip:{tiny_clip_name}:random", "image", "cpu")
     stats: dict[str, int] = {}
     whole, _ = encode_image_files(enc, images, tmp_path / "cache", Preprocess(True, None, False), stats=stats)
     part, _ = encode_image_files(enc, images, tmp_path / "cache", Preprocess(True, None, False, (2, 0, 0)), stats=stats)

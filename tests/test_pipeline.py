@@ -100,17 +100,18 @@ def test_one_mlflow_run_per_stage_with_notebook_and_figures(repo):
     root, env = repo
     parents, children = _stage_runs(env)
     runs = {r.info.run_name: r for r in parents}
-    assert sorted(r.info.run_name for r in parents) == sorted(["fetch", "curate", "embed", "retrieve", "graph", "ablate_lam",
-                                                               "ablate_top_k", "ablate_constraint", "ablate_coverage"])
+    assert sorted(r.info.run_name for r in parents) == sorted(["fetch", "curate", "embed", "retrieve", "graph", "ablate@lam",
+                                                               "ablate@top_k", "ablate_polar@constraint", "ablate_polar@coverage"])
     assert all(r.info.status == "FINISHED" for r in parents + children)
     # one child run per ablation value, under its axis
-    lam_children = [c for c in children if c.data.tags["mlflow.parentRunId"] == runs["ablate_lam"].info.run_id]
+    lam_children = [c for c in children if c.data.tags["mlflow.parentRunId"] == runs["ablate@lam"].info.run_id]
     assert sorted(c.data.params["lam"] for c in lam_children) == ["0.0", "0.5", "1.0"]
     cur = runs["curate"]
     assert cur.info.status == "FINISHED"
     assert cur.data.params["curate.chunk_words"] == "40" and cur.data.params["dataset.species_limit"] == str(N_SPECIES)
     assert cur.data.metrics["species"] == N_SPECIES
     assert cur.data.tags["dvc_stage"] == "curate" and len(cur.data.tags["git_commit"]) == 40
+    assert "seed" not in cur.data.params and cur.data.params["dataset.seed"] == "0" and "graph.kappa" not in cur.data.params
     client = MlflowClient(env["MLFLOW_TRACKING_URI"])
     assert [a.path for a in client.list_artifacts(cur.info.run_id, "notebook")] == ["notebook/01_curate.ipynb"]
     assert len(client.list_artifacts(cur.info.run_id, "figures")) == 3

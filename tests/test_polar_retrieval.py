@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from polarcatalog.memory.logic import CONFLICT, ENTAILMENT, NEUTRAL, incidence, logic_states
-from polarcatalog.retrieval.polar import (Strength, ambiguity, candidate_states, conflict_at_k, filter_rate, reorder)
+from polarcatalog.memory.constraints import (CONFLICT, ENTAILMENT, NEUTRAL, Strength, ambiguity, candidate_states, conflict_at_k,
+                                             filter_rate, reorder)
+from tests.reference_algorithm1 import incidence, logic_state, memory_graph
 
 
 def test_candidate_states_equal_algorithm_1_per_query():
@@ -17,10 +18,11 @@ def test_candidate_states_equal_algorithm_1_per_query():
     q_pos = [list(rng.choice(C, 2, replace=False)) for _ in range(Q)]
     q_neg = [list(rng.choice(C, 1)) for _ in range(Q)]
     got = candidate_states(cand, has, not_has, q_pos, q_neg)
+    g = memory_graph(has, not_has)
     for q in range(Q):
-        ref = logic_states(has, not_has, q_pos[q], q_neg[q])
         valid = cand[q] >= 0
-        assert got[q, valid].tolist() == ref[cand[q, valid]].tolist()
+        ref = [logic_state(g, f"v{v}", {f"c{c}" for c in q_pos[q]}, {f"c{c}" for c in q_neg[q]}) for v in cand[q, valid]]
+        assert got[q, valid].tolist() == ref
         assert (got[q, ~valid] == NEUTRAL).all()
 
 
@@ -62,18 +64,22 @@ def test_conflict_at_k_and_filter_rate_hand_computed():
 
 
 def test_strength_parsing():
-    assert Strength.parse("soft:0.05") == Strength("soft", 0.05)
-    assert Strength.parse("adaptive", 2.0) == Strength("adaptive", 2.0)
-    with pytest.raises(ValueError, match="allowed: none, hard"):
-        Strength.parse("medium")
+    assert Strength.parse("soft:0.05") == Strength("soft", 0.05) and str(Strength.parse("soft:0.05")) == "soft:0.05"
+    assert Strength.parse("adaptive").with_adaptive_max(2.0) == Strength("adaptive", 2.0)
+    assert Strength.parse("hard").with_adaptive_max(2.0) == Strength("hard")
+    for bad in ("medium", "soft:-5", "soft:", "soft:abc", "soft:nan", "soft:inf", "hard:1"):
+        with pytest.raises(ValueError, match=r"allowed: none, hard, adaptive, soft:<penalty >= 0>"):
+            Strength.parse(bad)
+    with pytest.raises(ValueError, match="p_max"):  # an adaptive strength must know its maximum penalty
+        reorder(np.zeros((1, 2), np.int8), np.zeros((1, 2)), Strength.parse("adaptive"))
 
 
 def test_constrained_queries_and_strength_table_on_a_toy_catalog():
     import scipy.sparse as sp
 
-    from polarcatalog.memory.build import query_image_concepts
-    from polarcatalog.memory.concepts import Concept
-    from polarcatalog.memory.evaluate import make_constrained_queries, evaluate_strengths
+    from polarcatalog.data.concepts import Concept
+    from polarcatalog.memory.evaluate import evaluate_strengths, make_constrained_queries, query_image_concepts
+    from polarcatalog.memory.propose import create_proposer
 
     vocab = [Concept(f"colour:{c}", "colour", c, (c,)) for c in ("red", "blue", "green", "yellow")]
     truth = np.array([[1, 0, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1], [1, 0, 0, 1], [0, 1, 1, 0]], bool)
@@ -105,5 +111,5 @@ def test_constrained_queries_and_strength_table_on_a_toy_catalog():
     extra = ([[], []], [[0], [0]])
     with_extra = evaluate_strengths(cand, s, target, cq, has, not_has, truth, [Strength("hard")], k=3, extra=extra)
     assert with_extra.iloc[0]["target mRR@1"] < 1.0
-    pos, neg = query_image_concepts(np.array([[0.95, 0.9, 0.05, 0.02]]), "all", None, 0.0, 0)
+    pos, neg = query_image_concepts(np.array([[0.95, 0.9, 0.05, 0.02]]), create_proposer("all"), 0.0)
     assert pos == [[0, 1]] and neg == [[2, 3]]

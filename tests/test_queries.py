@@ -2,7 +2,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from polarcatalog.retrieval.queries import read_query_folder
+from polarcatalog.data.query_folder import read_query_folder
 
 SPECIES = pd.DataFrame({"species_id": [1, 4, 122], "name": ["Bulbasaur", "Charmander", "Mr. Mime"]})
 

@@ -14,7 +14,7 @@ from tests.tiny_models import save_tiny_causal_lm, save_tiny_qwen25_vl
 @pytest.fixture(autouse=True)
 def _one_thread():
     n = torch.get_num_threads()
-    torch.set_num_threads(1)  # TESTING-MODELS.md: 2 threads next to a busy process made tiny forwards 30x slower
+    torch.set_num_threads(1)  # 2 threads next to a busy process made these tiny forwards 30x slower
     yield
     torch.set_num_threads(n)
 
@@ -57,7 +57,7 @@ def test_vlm_filter_p_yes_batched_equals_one_by_one(tmp_path):
 
 def test_vlm_verifier_prefix_reuse_equals_one_by_one(tmp_path):
     """All concepts x templates of an image in one batch on a shared image prefix == full prompts one by one."""
-    from polarcatalog.memory.verify import VLMVerifier
+    from polarcatalog.memory.verifiers import VLMVerifier
 
     folder = save_tiny_qwen25_vl(tmp_path / "vlm")
     v = VLMVerifier(str(folder), "cpu", templates=("Is there {concept}? Reply Yes or No", "Can you see {concept}?"))
@@ -75,9 +75,10 @@ def test_vlm_verifier_scores_catalog_queries_and_local_views(tmp_path):
     """The graph stage's VLM path: global views of catalog and query images, plus grid² local views of catalog images."""
     import pandas as pd
 
-    from polarcatalog.memory.build import GraphInputs, verify_vlm
-    from polarcatalog.memory.concepts import pokemon_vocabulary
-    from polarcatalog.retrieval.experiment import Workspace
+    from polarcatalog.data.pokemon import pokemon_vocabulary
+    from polarcatalog.features.workspace import Workspace
+    from polarcatalog.memory.inputs import GraphInputs
+    from polarcatalog.memory.verifiers import VLMVerifier, create_verifier
 
     folder = save_tiny_qwen25_vl(tmp_path / "vlm")
     rng = np.random.default_rng(2)
@@ -90,9 +91,11 @@ def test_vlm_verifier_scores_catalog_queries_and_local_views(tmp_path):
     ws = Workspace(None, pd.DataFrame({"path": paths[:2]}), pd.DataFrame({"path": paths[2:]}), None, {}, {}, {}, {}, None)
     vocab = pokemon_vocabulary()[:5]
     inputs = GraphInputs(vocab, np.arange(2), np.zeros((2, 5), bool), np.zeros((2, 4)), np.arange(2), np.zeros((1, 4)),
-                         np.arange(1), "measured")
-    got = verify_vlm(ws, inputs, str(folder), "cpu", 2, local_grid=2)
+                         np.arange(1), workspace=ws)
+    verifier = create_verifier("vlm", model=str(folder), device="cpu", templates=2, local_grid=2)
+    got = verifier.score(inputs)
     assert got.anchor.shape == (2, 5) and got.query.shape == (1, 5) and got.anchor_local.shape == (2, 4, 5)
     assert ((got.anchor_local > 0) & (got.anchor_local < 1)).all()
     assert not np.allclose(got.anchor_local[0, 0], got.anchor[0])  # a local view is another input, not the global one
-    assert verify_vlm(ws, inputs, str(folder), "cpu", 2).anchor_local is None  # no local views unless asked
+    assert VLMVerifier(str(folder), "cpu", templates=2).score(inputs).anchor_local is None  # no local views unless asked
+    assert verifier.calls_per_image(5) == 2 * (1 + 4)  # prefix + suffix batch, for the global view and 4 local views

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from polarcatalog.retrieval.vrrag import (VRRAG, Catalog, _first_per_species, build_catalog, fit_bridge, normalise,
-                                          prepare_queries, species_means)
+from polarcatalog.eval.splits import species_folds
+from polarcatalog.retrieval.vrrag import (VRRAG, Catalog, _first_per_species, build_catalog, fit_bridge, prepare_queries,
+                                          species_means)
+from polarcatalog.vectors import l2_normalise as normalise
 
 
 def _toy(seed: int = 0, S: int = 6, C_per: int = 2, d: int = 8):
@@ -36,8 +38,8 @@ def test_fused_score_equals_the_formulas():
     ranking = vr.rank(cands, lam, 6)
     for qi in range(5):
         expected = cat.species_ids[np.argsort(-s[qi], kind="stable")]
-        assert ranking.species[qi].tolist() == expected.tolist()
-        idx = ranking.species[qi] - 100
+        assert ranking.species_ids[qi].tolist() == expected.tolist()
+        idx = ranking.species_ids[qi] - 100
         np.testing.assert_allclose(ranking.s_m[qi], s_m[qi, idx], atol=1e-5)
         np.testing.assert_allclose(ranking.s_i[qi], s_i[qi, idx], atol=1e-5)
         np.testing.assert_allclose(ranking.s[qi], s[qi, idx], atol=1e-5)
@@ -49,15 +51,15 @@ def test_switches_equal_their_configurations():
     without = VRRAG(cat, ["g1"], "anchors", None, r=12)
     c1, c0 = with_rr.candidates(q), without.candidates(q)
     # λ = 1: the re-ranker has no say, identical to no re-ranker
-    assert np.array_equal(with_rr.rank(c1, 1.0, 6).species, without.rank(c0, 0.3, 6).species)
+    assert np.array_equal(with_rr.rank(c1, 1.0, 6).species_ids, without.rank(c0, 0.3, 6).species_ids)
     # λ = 0: pure visual similarity to the re-ranker's anchors
-    pure = with_rr.rank(c1, 0.0, 6).species
+    pure = with_rr.rank(c1, 0.0, 6).species_ids
     expected = cat.species_ids[np.argsort(-(q["h"] @ cat.anchor_mean["h"].T), axis=1, kind="stable")]
     assert np.array_equal(pure, expected)
     # an "ensemble" of one encoder is that encoder; anchors-only chunks score g(q).mean g(a)
     single = VRRAG(cat, ["g2"], "anchors", None, r=12)
     s = q["g2"] @ cat.anchor_mean["g2"].T
-    assert np.array_equal(single.rank(single.candidates(q), 0.7, 6).species,
+    assert np.array_equal(single.rank(single.candidates(q), 0.7, 6).species_ids,
                           cat.species_ids[np.argsort(-s, axis=1, kind="stable")])
     # ensemble of two: mean of the two encoders' scores
     ens = VRRAG(cat, ["g1", "g2"], "anchors", None, r=12)
@@ -68,7 +70,7 @@ def test_switches_equal_their_configurations():
 def test_text_only_chunks_use_the_text_vectors():
     cat, q = _toy(2)
     vr = VRRAG(cat, ["g1"], "text", None, r=12)
-    top = vr.rank(vr.candidates(q), 0.7, 1).species[:, 0]
+    top = vr.rank(vr.candidates(q), 0.7, 1).species_ids[:, 0]
     best_chunk = (q["g1"] @ cat.chunk_text["g1"].T).argmax(1)
     assert top.tolist() == cat.species_ids[cat.chunk_species[best_chunk]].tolist()
 
@@ -86,9 +88,9 @@ def test_r_smaller_than_catalog_truncates_candidates():
     cat, q = _toy(3)
     vr = VRRAG(cat, ["g1"], "text", None, r=3)  # 3 chunks -> at most 3 species
     ranking = vr.rank(vr.candidates(q), 0.7, 5)
-    assert ranking.species.shape == (5, 3)
+    assert ranking.species_ids.shape == (5, 3)
     top3 = np.argsort(-(q["g1"] @ cat.chunk_text["g1"].T), axis=1)[:, :3]
-    for row, chunks in zip(ranking.species, top3):
+    for row, chunks in zip(ranking.species_ids, top3):
         expected = list(dict.fromkeys(cat.species_ids[cat.chunk_species[chunks]]))
         assert row.tolist() == expected + [-1] * (3 - len(expected))
 
@@ -112,10 +114,22 @@ def test_bridge_is_cross_fitted_by_species():
     pred, cos = fit_bridge(text, target, species, folds=2, alpha=1e-6, seed=0)
     assert cos > 0.99
     # changing the targets of some species never changes their own predictions (they are held out)
-    fold_rng = np.random.default_rng(0)
-    fold_of = dict(zip(np.unique(species), fold_rng.permutation(20) % 2))
-    held = np.array([fold_of[s] == 0 for s in species])
+    held = species_folds(species, 2, seed=0) == 0
     poisoned = target.copy()
     poisoned[held] = rng.normal(size=(held.sum(), 4)) * 100
     pred2, _ = fit_bridge(text, poisoned, species, folds=2, alpha=1e-6, seed=0)
     np.testing.assert_allclose(pred2[held], pred[held], atol=1e-5)
+
+
+def test_bridge_equals_the_closed_form_ridge_per_fold():
+    """sklearn's Ridge on [text, 1] (the bias penalised like every weight) is the textbook solution per held-out fold."""
+    rng = np.random.default_rng(1)
+    species = np.repeat(np.arange(12), 3)
+    text, target = rng.normal(size=(36, 6)), rng.normal(size=(36, 5))
+    pred, _ = fit_bridge(text, target, species, folds=3, alpha=0.5, seed=4)
+    fold = species_folds(species, 3, seed=4)
+    X = np.hstack([text, np.ones((36, 1))])
+    for f in range(3):
+        tr, te = fold != f, fold == f
+        W = np.linalg.solve(X[tr].T @ X[tr] + 0.5 * np.eye(7), X[tr].T @ target[tr])
+        np.testing.assert_allclose(pred[te], normalise(X[te] @ W), atol=1e-6)

@@ -1,20 +1,53 @@
 """params.yaml, validated once: a bad key fails before any compute, naming the key and what is allowed.
 
-Every stage notebook calls `load_params(params_file, overrides)`; nothing else reads params.yaml.
+Every stage notebook and the CLI call `load_params(params_file, overrides)`; nothing else reads params.yaml.
+Compound values are parsed here, once, into the typed values the code consumes (`open_clip:ViT-B-32:openai` ->
+`EncoderSpec`, `soft:0.03` -> `Strength`, `top_n:6` -> `ProposerSpec`), by the same parsers and registries the
+runtime uses, so "fails before compute" holds for every key. This module sits above the library it configures:
+the library never reads params; the app (`polarcatalog.app`) hands it these typed values.
 """
 
 from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Iterable, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, ValidationError,
+                      field_validator, model_validator)
+
+from polarcatalog.data.domain import DOMAINS
+from polarcatalog.encoders import EncoderSpec, has_text_tower, parse_encoder
+from polarcatalog.encoders.registry import PACKAGED_IMAGE
+from polarcatalog.memory.constraints import Strength
+from polarcatalog.memory.propose import PROPOSERS, ProposerSpec
+from polarcatalog.memory.verifiers import VERIFIERS
 
 
 class ParamsError(ValueError):
     """Raised for any invalid params; the message names every offending key."""
+
+
+def _name_in(registry: Iterable[str], what: str) -> AfterValidator:
+    """A name that must be a key of `registry`: the same table the runtime looks it up in."""
+    def check(name: str) -> str:
+        if name not in registry:
+            raise ValueError(f"unknown {what} {name!r}; allowed: {', '.join(registry)}")
+        return name
+    return AfterValidator(check)
+
+
+# Compound values: parsed on the way in by the runtime's own parser, written back as their canonical text.
+ImageEncoderName = Annotated[EncoderSpec, PlainValidator(lambda v: parse_encoder(v, "image")), PlainSerializer(str, return_type=str)]
+TextEncoderName = Annotated[EncoderSpec, PlainValidator(lambda v: parse_encoder(v, "text")), PlainSerializer(str, return_type=str)]
+StrengthSpec = Annotated[Strength, PlainValidator(Strength.parse), PlainSerializer(str, return_type=str)]
+CoverageSpec = Annotated[ProposerSpec, PlainValidator(ProposerSpec.parse), PlainSerializer(str, return_type=str)]
+# Names looked up in a registry at runtime.
+DomainName = Annotated[str, _name_in(DOMAINS, "domain")]
+ClassifierName = Annotated[str, _name_in(PACKAGED_IMAGE, "filter encoder")]  # an ImageNet classifier: a packaged EfficientNet
+VerifierName = Annotated[str, _name_in(VERIFIERS, "verifier")]
+ProposerName = Annotated[str, _name_in(PROPOSERS, "proposer")]
 
 
 class _Section(BaseModel):
@@ -23,7 +56,7 @@ class _Section(BaseModel):
 
 
 class Dataset(_Section):
-    domain: Literal["pokemon", "birds"] = "pokemon"
+    domain: DomainName = "pokemon"
     species_limit: int | None = Field(None, ge=1)
     sprites_package: str = "pokesprite-images@2.7.0"
     sprites_sha256: str = Field(
@@ -45,7 +78,7 @@ class Curate(_Section):
     chunk_words: int = Field(40, ge=5, le=1000)
     chunk_overlap: int = Field(10, ge=0)
     anchor_filter: Literal["prototype", "imagenet_bird", "vlm"] = "prototype"
-    filter_encoder: Literal["efficientnet_lite0", "efficientnet_lite2"] = "efficientnet_lite0"
+    filter_encoder: ClassifierName = "efficientnet_lite0"
     prototype_z: float = Field(3.0, gt=0.0, le=10.0)
     bird_threshold: float = Field(0.1, gt=0.0, lt=1.0)
     vlm_model: str | None = None
@@ -74,8 +107,9 @@ class Curate(_Section):
 
 
 class Encoders(_Section):
-    image: list[str] = Field(default_factory=lambda: ["efficientnet_lite0", "efficientnet_lite2"], min_length=1)
-    text: str | None = "minilm"
+    image: list[ImageEncoderName] = Field(default_factory=lambda: [parse_encoder("efficientnet_lite0"), parse_encoder("efficientnet_lite2")],
+                                          min_length=1)
+    text: TextEncoderName | None = parse_encoder("minilm", "text")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     batch_size: int = Field(64, ge=1, le=4096)
     content_box: bool = True
@@ -92,21 +126,19 @@ class Encoders(_Section):
 
     @field_validator("image")
     @classmethod
-    def _known_image(cls, v: list[str]) -> list[str]:
-        from polarcatalog.encoders.registry import check_encoder_name
-
-        for name in v:
-            check_encoder_name(name, "image")
+    def _once(cls, v: list[EncoderSpec]) -> list[EncoderSpec]:
         if len(set(v)) != len(v):
             raise ValueError("each image encoder once")
         return v
 
-    @field_validator("text")
-    @classmethod
-    def _known_text(cls, v: str | None) -> str | None:
-        from polarcatalog.encoders.registry import check_encoder_name
+    @property
+    def names(self) -> list[str]:
+        """The image encoders' names, as the embed stage's outputs are keyed."""
+        return [spec.name for spec in self.image]
 
-        return None if v is None else check_encoder_name(v, "text")
+    def spec(self, name: str) -> EncoderSpec:
+        """The parsed spec of the image encoder `name` (retrieval and graph refer to encoders by name)."""
+        return next(spec for spec in self.image if spec.name == name)
 
     @field_validator("anchor_scale")
     @classmethod
@@ -139,27 +171,22 @@ class Retrieval(_Section):
 
 
 class Graph(_Section):
-    verifier: Literal["probe", "zero_shot", "vlm"] = "probe"
+    verifier: VerifierName = "probe"
     zero_shot_encoder: str | None = None  # a CLIP-like member of encoders.image (open_clip:... or hf:...)
     vlm_model: str | None = None
     probe_folds: int = Field(2, ge=2, le=20)
     probe_c: float = Field(1.0, gt=0.0)
     probe_dim: int | None = Field(256, ge=2)
-    proposer: Literal["top_n", "random_n", "multi_prompt", "global_local", "all"] = "top_n"
+    proposer: ProposerName = "top_n"
     proposer_n: int = Field(12, ge=1)
     kappa: float = Field(0.5, ge=0.0)
     templates: int = Field(3, ge=1, le=3)
-    constraint: str = "hard"
+    constraint: StrengthSpec = Strength("hard")
     adaptive_max_penalty: float = Field(1.0, gt=0.0)
     adaptive_temperature: float = Field(0.02, gt=0.0)
     critical_completion: bool = True
     constraint_k: int = Field(3, ge=1)
     seed: int = Field(0, ge=0)
-
-    @field_validator("constraint")
-    @classmethod
-    def _strength(cls, v: str) -> str:
-        return _check_strength(v)
 
     @model_validator(mode="after")
     def _vlm(self) -> "Graph":
@@ -167,39 +194,24 @@ class Graph(_Section):
             raise ValueError("verifier 'vlm' needs vlm_model (a hub id or a local Qwen2-VL-class folder)")
         return self
 
+    @property
+    def proposer_spec(self) -> ProposerSpec:
+        """graph.proposer + graph.proposer_n as one spec (`all` has no budget)."""
+        return ProposerSpec(self.proposer, None if self.proposer == "all" else self.proposer_n)
 
-def _check_strength(v: str) -> str:
-    import re
-
-    if v in ("none", "hard", "adaptive") or re.fullmatch(r"soft:\d+(\.\d+)?", v):
-        return v
-    raise ValueError(f"constraint strength {v!r}; allowed: none, hard, adaptive, soft:<penalty> (e.g. soft:0.05)")
-
-
-def _check_coverage(v: str) -> str:
-    import re
-
-    if v == "all" or re.fullmatch(r"(top_n|random_n|multi_prompt|global_local):[1-9]\d*", v):
-        return v
-    raise ValueError(f"proposer coverage {v!r}; allowed: all, top_n:<N>, random_n:<N>, multi_prompt:<N>, global_local:<N> (N >= 1)")
+    def strength(self, spec: Strength | None = None) -> Strength:
+        """`spec` (default graph.constraint) with the adaptive p_max bound to graph.adaptive_max_penalty."""
+        return (spec or self.constraint).with_adaptive_max(self.adaptive_max_penalty)
 
 
 class Ablations(_Section):
     lam: list[float] = Field(default_factory=lambda: [round(0.1 * i, 1) for i in range(11)], min_length=1)
     top_k: list[int] = Field(default_factory=lambda: [1, 3, 5, 10, 15], min_length=1)
-    constraint: list[str] = Field(default_factory=lambda: ["none", "soft:0.01", "soft:0.03", "soft:0.1", "adaptive", "hard"], min_length=1)
-    coverage: list[str] = Field(default_factory=lambda: ["random_n:6", "top_n:3", "top_n:6", "multi_prompt:6", "global_local:6", "top_n:12",
-                                                         "multi_prompt:12", "global_local:12", "top_n:24", "all"], min_length=1)
-
-    @field_validator("constraint")
-    @classmethod
-    def _strengths(cls, v: list[str]) -> list[str]:
-        return [_check_strength(x) for x in v]
-
-    @field_validator("coverage")
-    @classmethod
-    def _coverages(cls, v: list[str]) -> list[str]:
-        return [_check_coverage(x) for x in v]
+    constraint: list[StrengthSpec] = Field(default_factory=lambda: [Strength.parse(s) for s in ("none", "soft:0.01", "soft:0.03",
+                                                                                                "soft:0.1", "adaptive", "hard")], min_length=1)
+    coverage: list[CoverageSpec] = Field(default_factory=lambda: [ProposerSpec.parse(s) for s in (
+        "random_n:6", "top_n:3", "top_n:6", "multi_prompt:6", "global_local:6", "top_n:12", "multi_prompt:12", "global_local:12",
+        "top_n:24", "all")], min_length=1)
 
     @field_validator("lam")
     @classmethod
@@ -232,9 +244,9 @@ class Params(_Section):
 
     @model_validator(mode="after")
     def _encoders_embedded(self) -> "Params":
-        missing = [n for n in [*self.retrieval.ensemble, self.retrieval.reranker] if n and n not in self.encoders.image]
+        missing = [n for n in [*self.retrieval.ensemble, self.retrieval.reranker] if n and n not in self.encoders.names]
         if missing:
-            raise ValueError(f"retrieval uses {missing} but encoders.image ({self.encoders.image}) does not embed them; "
+            raise ValueError(f"retrieval uses {missing} but encoders.image ({self.encoders.names}) does not embed them; "
                              "add them to encoders.image")
         return self
 
@@ -244,10 +256,10 @@ class Params(_Section):
         if g.verifier != "zero_shot":
             return self
         name = g.zero_shot_encoder
-        if not name or name not in self.encoders.image:
+        if not name or name not in self.encoders.names:
             raise ValueError(f"graph.verifier zero_shot needs graph.zero_shot_encoder set to one of encoders.image "
-                             f"({self.encoders.image}) with a text tower, got {name!r}")
-        if not (name.startswith("open_clip:") or name.startswith("hf:")):
+                             f"({self.encoders.names}) with a text tower, got {name!r}")
+        if not has_text_tower(name):  # the same question the verifier asks at runtime
             raise ValueError(f"graph.zero_shot_encoder {name!r} has no text tower (no aligned space); use an open_clip:... "
                              "or CLIP-like hf:... encoder, or graph.verifier probe")
         return self
@@ -255,14 +267,15 @@ class Params(_Section):
     @model_validator(mode="after")
     def _local_views_embedded(self) -> "Params":
         users = (["graph.proposer"] if self.graph.proposer == "global_local" else []) + \
-            [f"ablations.coverage ({c})" for c in self.ablations.coverage if c.startswith("global_local")]
+            [f"ablations.coverage ({c})" for c in self.ablations.coverage if c.strategy == "global_local"]
         if users and self.encoders.local_grid == 0:
             raise ValueError(f"{', '.join(users)} propose from local views but encoders.local_grid is 0; "
                              "set encoders.local_grid to 2 (or drop the global_local proposer)")
         return self
 
     def section(self, name: str) -> dict[str, Any]:
-        return getattr(self, name).model_dump()
+        """A section as plain JSON-ready values (typed values as their canonical text)."""
+        return getattr(self, name).model_dump(mode="json")
 
 
 SECTIONS = tuple(Params.model_fields)

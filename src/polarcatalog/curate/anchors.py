@@ -14,11 +14,14 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 import numpy as np
+import torch
 from PIL import Image
+from scipy.stats import median_abs_deviation
 from tqdm.auto import tqdm
 
-from polarcatalog.encoders.efficientnet_lite import ImageEncoder
-from polarcatalog.encoders.registry import IMAGENET_BIRD_CLASSES
+from polarcatalog.device import resolve_device
+from polarcatalog.encoders.efficientnet_lite import IMAGENET_BIRD_CLASSES, EfficientNetEncoder
+from polarcatalog.vectors import l2_normalise
 
 
 @dataclass
@@ -39,16 +42,14 @@ def robust_prototype(features: np.ndarray, z: float, iterations: int = 3) -> Fil
 
     Median/MAD rather than mean/std so that a tenth of junk cannot drag the threshold down with it.
     """
-    f = features / np.linalg.norm(features, axis=1, keepdims=True).clip(1e-12)
+    f = l2_normalise(features, axis=1)
     inlier = np.ones(len(f), dtype=bool)
     scores, threshold = np.ones(len(f)), -1.0
     for _ in range(iterations):
-        proto = f[inlier].mean(0)
-        proto /= max(np.linalg.norm(proto), 1e-12)
+        proto = l2_normalise(f[inlier].mean(0))
         scores = f @ proto
         med = np.median(scores[inlier])
-        mad = np.median(np.abs(scores[inlier] - med))
-        threshold = float(med - z * 1.4826 * mad)
+        threshold = float(med - z * 1.4826 * median_abs_deviation(scores[inlier]))
         new = scores >= threshold
         if new.sum() == 0 or (new == inlier).all():
             inlier = new if new.any() else inlier
@@ -60,7 +61,7 @@ def robust_prototype(features: np.ndarray, z: float, iterations: int = 3) -> Fil
 class PrototypeFilter:
     name = "prototype"
 
-    def __init__(self, encoder: ImageEncoder, z: float = 3.0, batch_size: int = 32):
+    def __init__(self, encoder: EfficientNetEncoder, z: float = 3.0, batch_size: int = 32):
         self.encoder, self.z, self.batch_size = encoder, z, batch_size
 
     def __call__(self, images: Sequence[Image.Image]) -> FilterResult:
@@ -71,7 +72,7 @@ class PrototypeFilter:
 class ImageNetBirdFilter:
     name = "imagenet_bird"
 
-    def __init__(self, encoder: ImageEncoder, threshold: float = 0.1, batch_size: int = 32):
+    def __init__(self, encoder: EfficientNetEncoder, threshold: float = 0.1, batch_size: int = 32):
         self.encoder, self.threshold, self.batch_size = encoder, threshold, batch_size
 
     def __call__(self, images: Sequence[Image.Image]) -> FilterResult:
@@ -91,10 +92,7 @@ class VLMFilter:
     name = "vlm"
 
     def __init__(self, model: str, domain: str = "pokemon", threshold: float = 0.5, device: str = "auto", batch_size: int = 8):
-        import torch
-        from transformers import AutoModelForImageTextToText, AutoProcessor
-
-        from polarcatalog.encoders.efficientnet_lite import resolve_device
+        from transformers import AutoModelForImageTextToText, AutoProcessor  # heavy: only for the GPU-profile filter
 
         self.device = resolve_device(device)
         self.processor = AutoProcessor.from_pretrained(model)
@@ -109,8 +107,6 @@ class VLMFilter:
         self.threshold, self.batch_size = threshold, batch_size
 
     def p_yes(self, images: Sequence[Image.Image]) -> np.ndarray:
-        import torch
-
         messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": self.question}]}]
         text = self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         out = []
@@ -127,7 +123,7 @@ class VLMFilter:
         return FilterResult(p, p >= self.threshold, self.threshold)
 
 
-def create_anchor_filter(kind: str, *, encoder: ImageEncoder | None = None, z: float = 3.0, bird_threshold: float = 0.1,
+def create_anchor_filter(kind: str, *, encoder: EfficientNetEncoder | None = None, z: float = 3.0, bird_threshold: float = 0.1,
                          vlm_model: str | None = None, vlm_threshold: float = 0.5, domain: str = "pokemon",
                          device: str = "auto", batch_size: int = 32) -> AnchorFilter:
     if kind == "prototype":
@@ -141,7 +137,7 @@ def create_anchor_filter(kind: str, *, encoder: ImageEncoder | None = None, z: f
     raise ValueError(f"unknown anchor filter {kind!r}; allowed: prototype, imagenet_bird, vlm")
 
 
-def _need(encoder: ImageEncoder | None, kind: str) -> ImageEncoder:
+def _need(encoder: EfficientNetEncoder | None, kind: str) -> EfficientNetEncoder:
     if encoder is None:
         raise ValueError(f"anchor filter {kind!r} needs an image encoder")
     return encoder

@@ -10,15 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-SIZE_NAMES = ("tiny", "small", "medium-sized", "large", "huge")
-
-
-def size_class(height_m: float, bins: Sequence[float]) -> str:
-    """tiny / small / medium-sized / large / huge from the height and 4 cut points (params: curate.size_bins_m)."""
-    if height_m != height_m:  # NaN
-        return "unknown-size"
-    return SIZE_NAMES[sum(height_m >= b for b in bins)]
-
 
 def _join(words: Sequence[str]) -> str:
     words = [w for w in words if w]

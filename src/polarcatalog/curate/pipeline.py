@@ -1,4 +1,5 @@
-"""The curate stage's steps, each a function the notebook calls in order (and tests call directly)."""
+"""The curate stage's steps, each a function the notebook calls in order (and tests call directly). The catalog
+and its queries come from the domain (`polarcatalog.data.domain`); articles are composed the Pokémon way."""
 
 from __future__ import annotations
 
@@ -9,33 +10,36 @@ import pandas as pd
 from PIL import Image
 from tqdm.auto import tqdm
 
-from polarcatalog.config import Params
 from polarcatalog.curate.anchors import AnchorFilter, precision_recall
-from polarcatalog.curate.articles import compose_article, size_class
-from polarcatalog.curate.colours import dominant_colours
+from polarcatalog.curate.articles import compose_article
 from polarcatalog.curate.summarize import Summarizer, word_count
-from polarcatalog.data.images import BadImageError, Quarantine, load_many, load_rgb, sha256_file
-from polarcatalog.data.pokemon import item_icons, load_pokeapi, load_species, sprite_index
+from polarcatalog.data.colours import dominant_colours
+from polarcatalog.data.domain import Domain
+from polarcatalog.data.images import BadImageError, Quarantine, load_many, load_rgb
+from polarcatalog.data.pokemon import PokemonDomain, item_icons, load_pokeapi, size_class
+from polarcatalog.data.samples import non_bird_images
+from polarcatalog.io import sha256_file
 
 
-def build_species(raw: Path, params: Params, summarizer: Summarizer, quarantine: Quarantine) -> tuple[pd.DataFrame, dict[int, Image.Image]]:
+def build_species(domain: PokemonDomain, summarizer: Summarizer, quarantine: Quarantine, *, limit: int | None = None,
+                  pokeapi_dir: str | Path | None = None, colour_min_fraction: float = 0.12,
+                  colour_max_names: int = 3) -> tuple[pd.DataFrame, dict[int, Image.Image]]:
     """Species table with measured colours, size class, article and visual summary; plus the loaded artwork."""
-    cur = params.curate
-    species = load_species(raw, params.dataset.species_limit)
-    pokeapi = load_pokeapi(cur.pokeapi_dir).set_index("species_id") if cur.pokeapi_dir else None
+    species = domain.load_catalog(limit)
+    pokeapi = load_pokeapi(pokeapi_dir).set_index("species_id") if pokeapi_dir else None
     artwork: dict[int, Image.Image] = {}
     colours, articles = [], []
     for row in tqdm(species.to_dict("records"), desc="articles"):
         try:
             artwork[row["species_id"]] = load_rgb(row["artwork"])
-            names = dominant_colours(artwork[row["species_id"]], cur.colour_min_fraction, cur.colour_max_names)
+            names = dominant_colours(artwork[row["species_id"]], colour_min_fraction, colour_max_names)
         except BadImageError as err:
             quarantine.add(row["artwork"], err.reason, "artwork")
             names = []
         facts = pokeapi.loc[row["species_id"]].to_dict() if pokeapi is not None and row["species_id"] in pokeapi.index else None
         colours.append(names)
-        articles.append(compose_article(row, names, size_class(row["height_m"], cur.size_bins_m), facts))
-    species["size_class"] = [size_class(h, cur.size_bins_m) for h in species["height_m"]]
+        articles.append(compose_article(row, names, size_class(row["height_m"], domain.size_bins), facts))
+    species["size_class"] = [size_class(h, domain.size_bins) for h in species["height_m"]]
     species["colours"] = colours
     if pokeapi is not None:
         species["pokedex_colour"] = species["species_id"].map(pokeapi["pokedex_colour"])
@@ -101,9 +105,9 @@ def filter_anchors(candidates: pd.DataFrame, anchor_filter: AnchorFilter, quaran
     return cand
 
 
-def build_queries(raw: Path, params: Params, species_ids: set[int], quarantine: Quarantine) -> tuple[pd.DataFrame, list[int]]:
-    """Box sprites labelled with their species id; returns (queries, catalog species with no sprite at all)."""
-    sprites, _ = sprite_index(raw, list(params.dataset.query_variants))
+def build_queries(domain: Domain, variants: list[str], species_ids: set[int], quarantine: Quarantine) -> tuple[pd.DataFrame, list[int]]:
+    """The domain's labelled query images (Pokémon: box sprites); returns (queries, catalog species with none at all)."""
+    sprites, _ = domain.load_queries(variants)
     sprites = sprites[sprites["species_id"].isin(species_ids)].reset_index(drop=True)
     ok, images = load_many(sprites["path"].tolist(), quarantine, "query")
     q = sprites.iloc[ok].reset_index(drop=True)
@@ -134,8 +138,6 @@ def filter_quality(candidates: pd.DataFrame) -> dict[str, float | int]:
 
 def bird_filter_eval(bird_dir: str | Path, anchor_filter: AnchorFilter, quarantine: Quarantine) -> tuple[pd.DataFrame, dict[str, float | int]]:
     """The bird filter on a labelled mix: every image in `bird_dir` (birds) vs scikit-image's non-bird photos."""
-    from polarcatalog.data.samples import non_bird_images
-
     paths = sorted(p for p in Path(bird_dir).iterdir() if p.suffix.lower() in {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp"})
     ok, birds = load_many(paths, quarantine, "bird_eval")
     others = non_bird_images()

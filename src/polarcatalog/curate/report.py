@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -98,11 +97,6 @@ def curation_markdown(m: dict[str, Any], quarantine: pd.DataFrame, species_witho
     if figures:
         lines += ["## Figures", ""] + [f"![{Path(p).stem}]({Path(p).relative_to('reports').as_posix()})" for p in figures] + [""]
     return "\n".join(lines)
-
-
-def write_json(obj: Any, path: str | Path) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(obj, indent=2, sort_keys=True, default=float) + "\n")
 
 
 def summary_length_figure(species: pd.DataFrame) -> plt.Figure:

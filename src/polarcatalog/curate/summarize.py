@@ -12,7 +12,8 @@ from typing import Protocol, Sequence
 
 from tqdm.auto import tqdm
 
-from polarcatalog.curate.colours import COLOUR_TABLE
+from polarcatalog.data.colours import COLOUR_TABLE
+from polarcatalog.device import resolve_device
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'“(])")
 _WORD = re.compile(r"[a-zà-ÿ]+", re.IGNORECASE)
@@ -100,10 +101,8 @@ class LLMSummarizer:
     name = "llm"
 
     def __init__(self, model: str, domain: str = "pokemon", max_new_tokens: int = 200, device: str = "auto", batch_size: int = 4):
-        import torch
+        import torch  # heavy: only for the GPU-profile summarizer
         from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        from polarcatalog.encoders.efficientnet_lite import resolve_device
 
         self.device = resolve_device(device)
         self.tokenizer = AutoTokenizer.from_pretrained(model, padding_side="left")
@@ -120,7 +119,7 @@ class LLMSummarizer:
         return text
 
     def summarize(self, names: Sequence[str], articles: Sequence[str]) -> list[str]:
-        import torch
+        import torch  # heavy: only for the GPU-profile summarizer
 
         out: list[str] = []
         for i in tqdm(range(0, len(names), self.batch_size), desc="llm summaries", disable=len(names) <= self.batch_size):

@@ -14,7 +14,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from polarcatalog.data.images import sha256_file
+from polarcatalog.io import sha256_file
 
 NPM_HELP = (
     "`npm` was not found on PATH. The sprite queries come from the npm registry: install Node.js + npm "

@@ -6,7 +6,6 @@ count and quarantine them, never crash on image 7,413 of 11,000.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import warnings
 from pathlib import Path
@@ -72,13 +71,6 @@ def load_rgb(path: str | Path, background: tuple[int, int, int] = WHITE) -> Imag
         raise BadImageError(path, f"too small: {rgb.size[0]}x{rgb.size[1]} px (< {MIN_SIDE})")
     return rgb
 
-
-def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 class Quarantine:

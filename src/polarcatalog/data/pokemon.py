@@ -1,14 +1,41 @@
-"""The embedded Pokémon domain: species metadata, artwork, box sprites and (optionally) PokeAPI facts."""
+"""The embedded Pokémon domain: species metadata, artwork, box sprites and (optionally) PokeAPI facts; the
+concept vocabulary (types, colours, size classes, body shapes, habitats) with its ground truth.
+"""
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
+import numpy as np
 import pandas as pd
 
+from polarcatalog.data.colours import COLOUR_TABLE
+from polarcatalog.data.concepts import Concept
+
 ENGLISH = 9  # PokeAPI language id
+SIZE_NAMES = ("tiny", "small", "medium-sized", "large", "huge")
+POKEMON_TYPES = ("normal", "fire", "water", "grass", "electric", "ice", "fighting", "poison", "ground", "flying",
+                 "psychic", "bug", "rock", "ghost", "dragon", "dark", "steel", "fairy")
+POKEAPI_SHAPES = ("ball", "squiggle", "fish", "arms", "blob", "upright", "legs", "quadruped", "wings", "tentacles",
+                  "heads", "humanoid", "bug-wings", "armor")
+POKEAPI_HABITATS = ("cave", "forest", "grassland", "mountain", "rare", "rough-terrain", "sea", "urban", "waters-edge")
+SHAPE_ALIASES = {"wings": ["wings", "winged", "a pair of wings"], "bug-wings": ["bug wings", "insect wings"],
+                 "quadruped": ["quadruped", "four legs", "four-legged"], "tentacles": ["tentacles"],
+                 "humanoid": ["humanoid"], "fish": ["fish-shaped", "fish shape"], "armor": ["armor", "armour", "armored"],
+                 "squiggle": ["serpentine", "snake-like"], "heads": ["multiple heads", "several heads"],
+                 "ball": ["only a head", "ball-shaped"], "arms": ["arms"], "blob": ["blob"], "upright": ["upright"],
+                 "legs": ["legs"]}
+
+
+def size_class(height_m: float, bins: Sequence[float]) -> str:
+    """tiny / small / medium-sized / large / huge from the height and 4 cut points (params: curate.size_bins_m)."""
+    if height_m != height_m:  # NaN
+        return "unknown-size"
+    return SIZE_NAMES[sum(height_m >= b for b in bins)]
 
 
 def load_species(raw: Path, limit: int | None = None) -> pd.DataFrame:
@@ -87,3 +114,65 @@ def load_pokeapi(folder: str | Path) -> pd.DataFrame:
     out["habitat"] = sp["habitat_id"].map(habitats.set_index("pokemon_habitat_id")["name"])
     out["pokedex_texts"] = out["species_id"].map(texts).map(lambda v: v if isinstance(v, list) else [])
     return out.astype(object).where(out.notna(), None)
+
+
+def pokemon_vocabulary(with_pokeapi: bool = False) -> list[Concept]:
+    """18 types, the colour names, 5 size classes; with PokeAPI data also 14 body shapes and 9 habitats."""
+    out = [Concept(f"type:{t}", "type", f"{t} type", (f"{t} type", f"{t}-type", f"{t} pokémon", f"{t} pokemon", t))
+           for t in POKEMON_TYPES]
+    colours = [*COLOUR_TABLE, "grey"]
+    out += [Concept(f"colour:{c}", "colour", c, (c, "grey") if c == "gray" else (c,)) for c in colours if c != "grey"]
+    out += [Concept(f"size:{s}", "size", s, (s, s.replace("-sized", ""))) for s in SIZE_NAMES]
+    if with_pokeapi:
+        out += [Concept(f"shape:{s}", "shape", s.replace("-", " "), tuple(SHAPE_ALIASES.get(s, [s]))) for s in POKEAPI_SHAPES]
+        out += [Concept(f"habitat:{h}", "habitat", h.replace("-", " "), (h.replace("-", " ") + " habitat", f"lives in the {h.replace('-', ' ')}"))
+                for h in POKEAPI_HABITATS]
+    return out
+
+
+def pokemon_labels(species: pd.DataFrame, vocab: list[Concept], size_bins: Sequence[float]) -> np.ndarray:
+    """Ground truth [S, C] (bool): types from the package; colour = PokeAPI's Pokédex colour when present, else the
+    dominant colours measured from the artwork (pixel statistics, independent of the image features the verifier
+    uses, but noisier: reports say which); size from height; shape / habitat from PokeAPI."""
+    index = {c.id: j for j, c in enumerate(vocab)}
+    y = np.zeros((len(species), len(vocab)), bool)
+    for i, row in enumerate(species.to_dict("records")):
+        ids = [f"type:{t}" for t in row["types"]] + [f"size:{size_class(row['height_m'], size_bins)}"]
+        if not isinstance(row.get("pokedex_colour"), str) and row.get("colours") is not None:
+            ids += [f"colour:{c}" for c in row["colours"]]
+        for col, group in (("pokedex_colour", "colour"), ("shape", "shape"), ("habitat", "habitat")):
+            value = row.get(col)
+            if isinstance(value, str):
+                ids.append(f"{group}:{value}")
+        for cid in ids:
+            if cid in index:
+                y[i, index[cid]] = True
+    return y
+
+
+def _with_pokeapi(species: pd.DataFrame) -> bool:
+    return "shape" in species.columns and bool(species["shape"].notna().any())
+
+
+@dataclass(frozen=True)
+class PokemonDomain:
+    """The embedded default: 1,008 species from the `pokemon` package, box-sprite queries from pokesprite."""
+
+    raw: Path = Path("data/raw")
+    size_bins: Sequence[float] = field(default=(0.5, 1.0, 2.0, 4.0))
+    name: str = "pokemon"
+
+    def load_catalog(self, limit: int | None = None) -> pd.DataFrame:
+        return load_species(Path(self.raw), limit)
+
+    def load_queries(self, variants: Sequence[str]) -> tuple[pd.DataFrame, list[int]]:
+        return sprite_index(Path(self.raw), list(variants))
+
+    def vocabulary(self, species: pd.DataFrame) -> list[Concept]:
+        return pokemon_vocabulary(with_pokeapi=_with_pokeapi(species))
+
+    def concept_truth(self, species: pd.DataFrame, vocab: list[Concept]) -> np.ndarray:
+        return pokemon_labels(species, vocab, self.size_bins)
+
+    def truth_notes(self, species: pd.DataFrame) -> dict[str, str]:
+        return {"colour_truth": "pokedex" if _with_pokeapi(species) else "measured"}

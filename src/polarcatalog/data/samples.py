@@ -7,6 +7,7 @@ silhouette, textures, micrographs. None contains a bird.
 from __future__ import annotations
 
 import numpy as np
+import skimage.data
 from PIL import Image
 
 NON_BIRD_SAMPLES = ("chelsea", "coffee", "astronaut", "rocket", "camera", "coins", "horse", "clock", "moon", "page",
@@ -15,8 +16,6 @@ NON_BIRD_SAMPLES = ("chelsea", "coffee", "astronaut", "rocket", "camera", "coins
 
 
 def non_bird_images() -> dict[str, Image.Image]:
-    import skimage.data
-
     out = {}
     for name in NON_BIRD_SAMPLES:
         a = np.asarray(getattr(skimage.data, name)())

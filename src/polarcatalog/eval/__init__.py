@@ -1,1 +1,1 @@
-"""Retrieval metrics exactly as the papers define them, and per-query audit logs."""
+"""Evaluation protocol: metrics exactly as the papers define them, and the species folds of cross-fitting."""

@@ -6,7 +6,7 @@ gold species is absent from the ranked list (or from the catalog) has rank = inf
 
 from __future__ import annotations
 
-from typing import Iterable, Literal
+from typing import Iterable, Literal, Sequence
 
 import numpy as np
 
@@ -48,3 +48,16 @@ def summarize(ranks: np.ndarray, mrr_ks: Iterable[int] = (1, 5, 10), recall_ks: 
     out["acc@1"] = recall_at_k(ranks, 1)
     out["n"] = int(len(ranks))
     return out
+
+
+def group_masks(groups: Sequence[str] | np.ndarray) -> dict[str, np.ndarray]:
+    """`all` plus one boolean mask per query group (e.g. regular / shiny sprites), groups in sorted order."""
+    g = np.asarray(groups)
+    return {"all": np.ones(len(g), bool)} | {str(v): g == v for v in np.unique(g)}
+
+
+def summarize_groups(ranks: np.ndarray, groups: Sequence[str] | np.ndarray | None = None) -> dict[str, dict[str, float]]:
+    """`summarize` over all queries and, with `groups`, over each group."""
+    if groups is None:
+        return {"all": summarize(ranks)}
+    return {name: summarize(ranks[mask]) for name, mask in group_masks(groups).items()}

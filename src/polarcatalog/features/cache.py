@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from polarcatalog.io import safe_name
+
 
 def item_key(encoder_id: str, views: str, content_sha256: str) -> str:
     return hashlib.sha256(f"{encoder_id}|{views}|{content_sha256}".encode()).hexdigest()
@@ -25,8 +27,7 @@ def text_sha(text: str) -> str:
 
 class FeatureCache:
     def __init__(self, root: str | Path, encoder_id: str):
-        slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in encoder_id)[:60]
-        self.folder = Path(root) / f"{slug}-{hashlib.sha256(encoder_id.encode()).hexdigest()[:10]}"
+        self.folder = Path(root) / f"{safe_name(encoder_id)[:60]}-{hashlib.sha256(encoder_id.encode()).hexdigest()[:10]}"
         self.encoder_id = encoder_id
         self.hits = self.misses = 0
         self._index: pd.DataFrame | None = None

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from polarcatalog.data.images import BadImageError, Quarantine, load_rgb, sha256_file
+from polarcatalog.data.images import BadImageError, Quarantine, load_rgb
+from polarcatalog.encoders import ImageEncoder, TextEncoder
 from polarcatalog.encoders.preprocess import Preprocess, apply
 from polarcatalog.features.cache import FeatureCache, item_key, text_sha
+from polarcatalog.io import sha256_file
+from polarcatalog.vectors import l2_normalise
 
 
 def _count(stats: dict[str, int] | None, found: np.ndarray) -> None:
@@ -18,11 +21,7 @@ def _count(stats: dict[str, int] | None, found: np.ndarray) -> None:
         stats["misses"] = stats.get("misses", 0) + int((~found).sum())
 
 
-def _normalise(x: np.ndarray) -> np.ndarray:
-    return (x / np.linalg.norm(x, axis=1, keepdims=True).clip(1e-12)).astype(np.float32)
-
-
-def encode_image_files(encoder: Any, paths: Sequence[str | Path], cache_root: str | Path, views: Preprocess,
+def encode_image_files(encoder: ImageEncoder, paths: Sequence[str | Path], cache_root: str | Path, views: Preprocess,
                        shas: Sequence[str] | None = None, batch_size: int = 64,
                        quarantine: Quarantine | None = None, stats: dict[str, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(vectors [n, d] l2-normalised, ok mask). Mirrored views are averaged; unreadable files give ok=False."""
@@ -50,13 +49,13 @@ def encode_image_files(encoder: Any, paths: Sequence[str | Path], cache_root: st
             n_views = len(images[0])
             flat = [v for vs in images for v in vs]
             vecs = encoder.encode_images(flat, batch_size).reshape(len(loaded), n_views, -1).mean(1)
-            vecs = _normalise(vecs)
+            vecs = l2_normalise(vecs)
             out[loaded] = vecs
             cache.put([keys[i] for i in loaded], vecs)
     return out, ok
 
 
-def encode_texts(encoder: Any, texts: Sequence[str], cache_root: str | Path, batch_size: int = 64,
+def encode_texts(encoder: TextEncoder, texts: Sequence[str], cache_root: str | Path, batch_size: int = 64,
                  stats: dict[str, int] | None = None) -> np.ndarray:
     cache = FeatureCache(cache_root, encoder.id)
     keys = [item_key(encoder.id, "text", text_sha(t)) for t in texts]
@@ -67,7 +66,7 @@ def encode_texts(encoder: Any, texts: Sequence[str], cache_root: str | Path, bat
         out[found] = cached
     todo = np.flatnonzero(~found)
     if len(todo):
-        vecs = _normalise(encoder.encode_texts([texts[i] for i in todo], batch_size))
+        vecs = l2_normalise(encoder.encode_texts([texts[i] for i in todo], batch_size))
         out[todo] = vecs
         cache.put([keys[i] for i in todo], vecs)
     return out

@@ -10,7 +10,7 @@ import numpy as np
 
 def _faiss() -> Any:
     try:
-        import faiss
+        import faiss  # optional: the `cpu` or `gpu` extra; a clear message when neither is installed
     except ImportError as exc:
         raise ImportError("faiss is not installed: `make venv` installs faiss-cpu (extra `cpu`), "
                           "or use EXTRAS=gpu,dev on a GPU machine") from exc

@@ -1,5 +1,7 @@
-"""PolarMem (paper 000): polarized HAS / NOT_HAS graph memory and lexicographic logic-aware retrieval.
+"""PolarMem ("PolarMem: A Training-Free Polarized Latent Graph Memory for Verifiable Vision-Language Models"):
+a polarized HAS / NOT_HAS concept graph over the catalog images, and lexicographic logic-aware retrieval over it.
 
-So far: the adaptive partition (Eqs. 2-3) and Algorithm 1's logic states with hard / soft ordering.
-Proposers, verifiers, the graph itself and the graph stage are the rest of the PolarMem issue.
+Write path: `verifiers` score concepts -> `propose` picks C_prop -> `partition` splits each image's scores into
+HAS / NOT_HAS / UNCERTAIN -> `graph.build_graph`. Read path: `constraints` (Algorithm 1 + constraint strength) over
+the VR-RAG candidates. `evaluate` and `sweeps` measure it on constrained queries; `report` writes what a reader sees.
 """

@@ -11,15 +11,17 @@ concept: what a user cares about, bounded by the graph's edge quality).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
+from polarcatalog.data.concepts import Concept
 from polarcatalog.eval.metrics import gold_ranks, summarize
-from polarcatalog.memory.concepts import Concept
-from polarcatalog.memory.logic import CONFLICT, NEUTRAL
-from polarcatalog.retrieval.polar import Strength, candidate_states, conflict_at_k, filter_rate, query_matrix, reorder
+from polarcatalog.memory.constraints import (CONFLICT, NEUTRAL, Strength, candidate_states, conflict_at_k, filter_rate,
+                                             query_matrix, reorder)
+from polarcatalog.memory.partition import partition
+from polarcatalog.memory.propose import Proposer
 
 CONSTRAINT_GROUPS = ("type", "colour", "shape")
 
@@ -121,3 +123,19 @@ def covered(cq: ConstrainedQueries, proposed: np.ndarray, target: np.ndarray, sp
         tn, dn = species_nodes.get(int(target[q]), []), species_nodes.get(int(d), [])
         out[i] = bool(tn) and bool(dn) and proposed[tn][:, p].any() and proposed[dn][:, n].any()
     return out
+
+
+def query_image_concepts(query_scores: np.ndarray, proposer: Proposer, kappa: float) -> tuple[list[list[int]], list[list[int]]]:
+    """The query image's own verified concepts (proposed, then partitioned like a catalog image): HAS -> Q+, NOT_HAS -> Q−.
+    Queries have no local views (the embed stage encodes those for catalog images only), so `global_local`
+    proposes from the query's global view: top_n with the same N."""
+    if proposer.strategy == "global_local":
+        proposer = replace(proposer, strategy="top_n")
+    proposed = proposer(query_scores)
+    pos, neg = [], []
+    for q in range(len(query_scores)):
+        idx = np.flatnonzero(proposed[q])
+        st = partition(query_scores[q, idx], kappa).states
+        pos.append(idx[st == 1].tolist())
+        neg.append(idx[st == -1].tolist())
+    return pos, neg

@@ -15,8 +15,13 @@ import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 
-from polarcatalog.memory.concepts import Concept
-from polarcatalog.memory.partition import HAS, NOT_HAS, UNCERTAIN
+from polarcatalog.data.concepts import Concept
+from polarcatalog.memory.inputs import GraphInputs
+from polarcatalog.memory.partition import HAS, NOT_HAS, UNCERTAIN, partition
+from polarcatalog.memory.propose import Proposer
+from polarcatalog.memory.query_parser import parse_text
+from polarcatalog.memory.verifiers.base import Scores
+from polarcatalog.vectors import l2_normalise
 
 
 @dataclass
@@ -32,6 +37,10 @@ class PolarGraph:
     align: sp.csr_matrix  # bool [T, C]
     tau: np.ndarray | None = None  # [V] each node's τ*
     delta: np.ndarray | None = None  # [V] each node's δ
+
+    def add_text_nodes(self, ids: list[str], species: np.ndarray, texts: Sequence[str]) -> None:
+        """Text nodes (the catalog's chunks) and their ALIGN edges to the concepts they mention."""
+        self.text_ids, self.text_species, self.align = list(ids), np.asarray(species), align_edges(texts, self.vocab)
 
     def completed(self) -> "PolarGraph":
         """Critical-concept completion: every concept gets the state its score earns under the node's own τ*, δ
@@ -68,9 +77,7 @@ class PolarGraph:
 
     def omega(self, z_vis: np.ndarray, z_sem: np.ndarray) -> np.ndarray:
         """Ω(v) = ⟨z_vis, z_sem⟩, each half l2-normalised, the whole scaled to unit norm."""
-        a = z_vis / np.linalg.norm(z_vis, axis=1, keepdims=True).clip(1e-12)
-        b = z_sem / np.linalg.norm(z_sem, axis=1, keepdims=True).clip(1e-12)
-        return np.hstack([a, b]) / np.sqrt(2.0)
+        return np.hstack([l2_normalise(z_vis), l2_normalise(z_sem)]) / np.sqrt(2.0)
 
     def to_networkx(self) -> nx.MultiDiGraph:
         g = nx.MultiDiGraph()
@@ -98,10 +105,23 @@ def read_graphml(path: str | Path) -> nx.MultiDiGraph:
     return nx.read_graphml(str(path), force_multigraph=True)
 
 
+def build_graph(vocab: list[Concept], visual_ids: list[str], visual_species: np.ndarray, scores: np.ndarray,
+                proposer: Proposer, kappa: float, local_scores: np.ndarray | None = None) -> PolarGraph:
+    """PolarMem's write path: propose (from the global and, for global_local, the local-view scores) -> partition
+    each image's proposed global-view scores (its own τ*, δ; Eqs. 2-3) -> HAS / NOT_HAS edges. No text nodes yet."""
+    proposed = proposer(scores, local_scores)
+    states = np.zeros(scores.shape, np.int8)
+    tau, delta = np.zeros(len(scores)), np.zeros(len(scores))
+    for v in range(len(scores)):  # one Otsu split per image (its own score distribution), vectorised inside
+        p = partition(scores[v, proposed[v]], kappa)
+        states[v, proposed[v]] = p.states
+        tau[v], delta[v] = p.tau_star, p.delta
+    return PolarGraph(vocab, list(visual_ids), np.asarray(visual_species), states, proposed, scores, [], np.zeros(0),
+                      align_edges([], vocab), tau, delta)
+
+
 def align_edges(texts: Sequence[str], vocab: list[Concept]) -> sp.csr_matrix:
     """ALIGN: a text chunk mentions a concept (positively) — rule-based entity extraction with the query parser."""
-    from polarcatalog.memory.query_parser import parse_text
-
     index = {c.id: j for j, c in enumerate(vocab)}
     rows, cols = [], []
     for t, text in enumerate(texts):
@@ -111,8 +131,9 @@ def align_edges(texts: Sequence[str], vocab: list[Concept]) -> sp.csr_matrix:
     return sp.csr_matrix((np.ones(len(rows), bool), (rows, cols)), shape=(len(texts), len(vocab)))
 
 
-def graph_stats(graph: PolarGraph, retrieved_nodes: np.ndarray | None = None) -> dict[str, float]:
-    """Graph quality (PolarMem B.2): concepts per image, redundancy, fraction of concepts ever used in top-K."""
+def graph_stats(graph: PolarGraph) -> dict[str, float]:
+    """Graph quality (PolarMem B.2): concepts per image, redundancy, how much of the vocabulary is ever HAS.
+    (Usage in retrieval, concepts activated in the top-k, is measured on the constrained queries.)"""
     has, neg = graph.proposed & (graph.states == HAS), graph.proposed & (graph.states == NOT_HAS)
     unc = graph.proposed & (graph.states == UNCERTAIN)
     sets = has.astype(np.float64)
@@ -131,9 +152,6 @@ def graph_stats(graph: PolarGraph, retrieved_nodes: np.ndarray | None = None) ->
         "redundancy_has_jaccard": float(jacc[off].mean()) if off.any() else 0.0,
         "concepts_ever_has": float((has.sum(0) > 0).mean()),
     }
-    if retrieved_nodes is not None:
-        used = has[np.unique(retrieved_nodes[retrieved_nodes >= 0])].sum(0) > 0
-        out["concepts_active_in_top_k"] = float(used.mean())
     return out
 
 
@@ -147,3 +165,11 @@ def edge_quality(graph: PolarGraph, truth: np.ndarray) -> dict[str, float]:
         "not_has_precision": ratio((neg & ~truth).sum(), neg.sum()),
         "not_has_recall": ratio((neg & ~truth).sum(), (~truth).sum()),
     }
+
+
+def species_memory(inputs: GraphInputs, anchor_ids: list[str], scores: Scores, proposer: Proposer, kappa: float,
+                   completion: bool) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """A memory (proposer, κ, critical-concept completion or not) as HAS / NOT_HAS incidence per catalog species,
+    rows in `inputs.species_ids` order: what constrained retrieval reads."""
+    g = build_graph(inputs.vocab, anchor_ids, inputs.anchor_species, scores.anchor, proposer, kappa, scores.anchor_local)
+    return (g.completed() if completion else g).species_incidence(inputs.species_ids)

@@ -1,6 +1,7 @@
 """Candidate concept proposal C_prop per image (PolarMem §3 and Table 2): which concepts get verified at all.
 
-Coverage = strategy and budget N (params `graph.proposer`, `graph.proposer_n`; the axis `ablations.coverage`).
+Coverage = strategy and budget N, written `top_n:6` (params `graph.proposer` + `graph.proposer_n`; the axis
+`ablations.coverage`), parsed once into a `ProposerSpec`; `create_proposer` turns it into a `Proposer`.
 Every budgeted strategy proposes exactly N concepts per image, so Proposal Recall@K compares strategies at equal K:
 - `top_n`: the N concepts the verifier rates highest on the global image (the paper's single-prompt proposer);
 - `multi_prompt`: one proposer "prompt" per facet of the vocabulary (type, colour, size, shape, habitat: the
@@ -14,25 +15,16 @@ Every budgeted strategy proposes exactly N concepts per image, so Proposal Recal
 - `all`: the whole vocabulary (coverage 1 by construction).
 Proposal only decides *which* concepts are verified; the states come from the global-view scores (prompt card
 C12 verifies on the global view). Critical-concept completion (adding the query's own concepts at query time) is
-applied at retrieval: see `polarcatalog.retrieval.polar`. A concept outside C_prop gets no edge: its state is
+applied at query time: see `PolarGraph.completed`. A concept outside C_prop gets no edge: its state is
 unknown, not NOT_HAS.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import numpy as np
-
-STRATEGIES = ("top_n", "multi_prompt", "global_local", "random_n", "all")
-
-
-def parse_coverage(spec: str) -> tuple[str, int | None]:
-    """'top_n:6' -> ('top_n', 6); 'all' -> ('all', None). Specs are validated in `polarcatalog.config`."""
-    if spec == "all":
-        return "all", None
-    strategy, n = spec.split(":")
-    return strategy, int(n)
 
 
 def _ranks(scores: np.ndarray) -> np.ndarray:
@@ -65,27 +57,78 @@ def _view_ranks(scores: np.ndarray, local: np.ndarray | None) -> tuple[np.ndarra
     return best, np.argmax(ranks == best[:, None], axis=1)
 
 
-def propose(scores: np.ndarray, strategy: str = "top_n", n: int | None = None, seed: int = 0,
-            groups: Sequence[str] | None = None, local: np.ndarray | None = None) -> np.ndarray:
-    """Boolean mask [images, concepts] of proposed concepts. `groups`: the facet of each concept (multi_prompt);
-    `local`: scores of the local views [images, views, concepts] (global_local)."""
-    m, c = scores.shape
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown proposer {strategy!r}; allowed: {', '.join(STRATEGIES)}")
-    if strategy == "all" or n is None or n >= c:
-        return np.ones((m, c), bool)
-    if strategy == "top_n":
-        order = np.argsort(-scores, axis=1, kind="stable")
-    elif strategy == "random_n":
-        order = np.argsort(np.random.default_rng(seed).random((m, c)), axis=1)
-    elif strategy == "multi_prompt":  # round-robin over facets; within a round the higher score first
-        order = np.lexsort((-scores, _facet_ranks(scores, groups if groups is not None else [])), axis=1)
-    else:  # global_local: round-robin over views, global first
-        best, view = _view_ranks(scores, local)
-        order = np.lexsort((-scores, view, best), axis=1)
-    mask = np.zeros((m, c), bool)
-    np.put_along_axis(mask, order[:, :n], True, axis=1)
-    return mask
+@dataclass(frozen=True)
+class Proposer:
+    """Proposes `n` concepts per image (all of them when `n` is None) in the order its strategy ranks them."""
+
+    strategy: str
+    n: int | None = None
+    seed: int = 0
+    groups: tuple[str, ...] = ()  # the facet of each concept (multi_prompt's prompts)
+
+    def __call__(self, scores: np.ndarray, local: np.ndarray | None = None) -> np.ndarray:
+        """Boolean mask [images, concepts]; `local`: scores of the local views [images, views, concepts] (global_local)."""
+        m, c = scores.shape
+        if self.n is None or self.n >= c:
+            return np.ones((m, c), bool)
+        order = PROPOSERS[self.strategy](self, scores, local)
+        mask = np.zeros((m, c), bool)
+        np.put_along_axis(mask, order[:, : self.n], True, axis=1)
+        return mask
+
+
+def _by_score(p: Proposer, scores: np.ndarray, local: np.ndarray | None) -> np.ndarray:
+    return np.argsort(-scores, axis=1, kind="stable")
+
+
+def _round_robin_facets(p: Proposer, scores: np.ndarray, local: np.ndarray | None) -> np.ndarray:
+    """Every facet's best, then every facet's second best, ...; within a round the higher score first."""
+    return np.lexsort((-scores, _facet_ranks(scores, p.groups)), axis=1)
+
+
+def _round_robin_views(p: Proposer, scores: np.ndarray, local: np.ndarray | None) -> np.ndarray:
+    """Every view's best (global view first), then every view's second best, ...; ties by score."""
+    best, view = _view_ranks(scores, local)
+    return np.lexsort((-scores, view, best), axis=1)
+
+
+def _shuffled(p: Proposer, scores: np.ndarray, local: np.ndarray | None) -> np.ndarray:
+    return np.argsort(np.random.default_rng(p.seed).random(scores.shape), axis=1)
+
+
+# One name -> one ordering of every image's concepts; a budget N takes the first N (`all` is never cut).
+PROPOSERS: dict[str, Callable[[Proposer, np.ndarray, np.ndarray | None], np.ndarray]] = {
+    "top_n": _by_score, "multi_prompt": _round_robin_facets, "global_local": _round_robin_views,
+    "random_n": _shuffled, "all": _by_score}
+
+
+@dataclass(frozen=True)
+class ProposerSpec:
+    """A strategy and its budget, parsed once from `top_n:6` / `multi_prompt:12` / `all`."""
+
+    strategy: str
+    n: int | None = None
+
+    @classmethod
+    def parse(cls, spec: "str | ProposerSpec") -> "ProposerSpec":
+        if isinstance(spec, ProposerSpec):
+            return spec
+        strategy, _, n = str(spec).partition(":")
+        budgeted = [name for name in PROPOSERS if name != "all"]
+        if spec == "all":
+            return cls("all")
+        if strategy in budgeted and n.isdigit() and int(n) >= 1:
+            return cls(strategy, int(n))
+        raise ValueError(f"proposer {spec!r}; allowed: all, " + ", ".join(f"{b}:<N>" for b in budgeted) + " (N >= 1)")
+
+    def __str__(self) -> str:
+        return "all" if self.strategy == "all" else f"{self.strategy}:{self.n}"
+
+
+def create_proposer(spec: str | ProposerSpec, seed: int = 0, groups: Sequence[str] = ()) -> Proposer:
+    """`create_proposer("top_n:6")`; `groups` (one facet per concept) is what `multi_prompt` prompts by."""
+    spec = ProposerSpec.parse(spec)
+    return Proposer(spec.strategy, spec.n, seed, tuple(groups))
 
 
 def proposal_recall(mask: np.ndarray, truth: np.ndarray) -> float:

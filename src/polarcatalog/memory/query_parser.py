@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from polarcatalog.memory.concepts import Concept, normalise_text
+from polarcatalog.data.concepts import Concept, normalise_text
 
 NEGATIONS = ("not", "no", "without", "isnt", "never", "non", "lacking", "neither", "nor")
 BOUNDARIES = ("and", "but", "with", ",", ";", "that", "which", "while", "yet")

@@ -1,1 +1,1 @@
-"""Retrieval: VR-RAG (visual re-rank RAG) today; PolarMem's polar constraints compose on top later."""
+"""VR-RAG retrieval (Neural Catalog §5): chunk vectors, encoder ensemble, visual re-rank, and their sweeps."""

@@ -18,14 +18,15 @@ max over a species' chunks of λ s_m + (1-λ) s_i equals λ max s_m + (1-λ) s_i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
+from sklearn.linear_model import Ridge
+from sklearn.model_selection import PredefinedSplit, cross_val_predict
 
+from polarcatalog.eval.splits import species_folds
 from polarcatalog.index import build_index, search
-
-
-def normalise(x: np.ndarray) -> np.ndarray:
-    return (x / np.linalg.norm(x, axis=-1, keepdims=True).clip(1e-12)).astype(np.float32)
+from polarcatalog.vectors import l2_normalise
 
 
 def species_means(vectors: np.ndarray, owner: np.ndarray, n_species: int) -> np.ndarray:
@@ -33,28 +34,19 @@ def species_means(vectors: np.ndarray, owner: np.ndarray, n_species: int) -> np.
     sums = np.zeros((n_species, vectors.shape[1]), np.float64)
     np.add.at(sums, owner, vectors)
     counts = np.bincount(owner, minlength=n_species)[:, None]
-    return normalise(sums / np.maximum(counts, 1))
+    return l2_normalise(sums / np.maximum(counts, 1))
 
 
 def fit_bridge(text: np.ndarray, target: np.ndarray, chunk_species: np.ndarray, folds: int, alpha: float,
                seed: int) -> tuple[np.ndarray, float]:
     """Ridge map text -> image space, cross-fitted by species folds: a chunk is mapped by a model that never
-    saw its species (open-vocabulary honesty). Returns (bridged chunk vectors, mean held-out cosine)."""
-    rng = np.random.default_rng(seed)
-    species = np.unique(chunk_species)
-    fold_of = dict(zip(species, rng.permutation(len(species)) % folds))
-    fold = np.array([fold_of[s] for s in chunk_species])
+    saw its species (open-vocabulary honesty). Returns (bridged chunk vectors, mean held-out cosine).
+
+    The bias is a column of ones penalised like every other weight (`fit_intercept=False`), solved by Cholesky."""
     X = np.hstack([text, np.ones((len(text), 1), text.dtype)]).astype(np.float64)
-    out = np.zeros_like(target, dtype=np.float64)
-    for f in range(folds):
-        tr, te = fold != f, fold == f
-        if not te.any():
-            continue
-        A = X[tr].T @ X[tr] + alpha * np.eye(X.shape[1])
-        W = np.linalg.solve(A, X[tr].T @ target[tr])
-        out[te] = X[te] @ W
-    out = normalise(out)
-    return out, float(np.mean(np.sum(out * normalise(target), axis=1)))
+    cv = PredefinedSplit(species_folds(chunk_species, folds, seed))
+    out = l2_normalise(cross_val_predict(Ridge(alpha, fit_intercept=False, solver="cholesky"), X, target.astype(np.float64), cv=cv))
+    return out, float(np.mean(np.sum(out * l2_normalise(target), axis=1)))
 
 
 @dataclass
@@ -75,7 +67,7 @@ class Catalog:
         if mode == "text":
             return self.chunk_text[name]
         if mode == "multimodal":
-            return normalise((self.chunk_text[name] + a) / 2.0)  # Eq. 1
+            return l2_normalise((self.chunk_text[name] + a) / 2.0)  # Eq. 1
         raise ValueError(f"unknown chunk mode {mode!r}; allowed: text, multimodal, anchors")
 
 
@@ -90,9 +82,9 @@ def build_catalog(species_ids: np.ndarray, anchor_species: np.ndarray, chunk_spe
     for name, vecs in anchors.items():
         m = species_means(vecs, a_idx, len(species_ids))
         centres[name] = m.mean(0) if center else np.zeros(m.shape[1], np.float32)
-        means[name] = normalise(m - centres[name])
+        means[name] = l2_normalise(m - centres[name])
         if native_text.get(name) is not None:
-            texts[name] = normalise(native_text[name])
+            texts[name] = l2_normalise(native_text[name])
         elif bridge_text is not None:
             texts[name], quality[name] = fit_bridge(bridge_text, means[name][c_idx], c_idx, folds, alpha, seed)
     return Catalog(np.asarray(species_ids), c_idx, means, texts, centres, quality)
@@ -104,37 +96,41 @@ def prepare_queries(queries: dict[str, np.ndarray], catalog: Catalog, center: bo
     out = {}
     for name, q in queries.items():
         if not center:
-            out[name] = normalise(q)
+            out[name] = l2_normalise(q)
         elif len(q) >= min_center_batch:
-            out[name] = normalise(q - q.mean(0))
+            out[name] = l2_normalise(q - q.mean(0))
         else:
-            out[name] = normalise(q - catalog.centre[name])
+            out[name] = l2_normalise(q - catalog.centre[name])
     return out
 
 
-def retriever_queries_needed(rp: "object") -> list[str]:
+def query_encoders(ensemble: Sequence[str], reranker: str | None) -> list[str]:
     """Image encoders a query must pass through for a retrieval config: the ensemble and the re-ranker."""
-    return list(dict.fromkeys([*rp.ensemble, *([rp.reranker] if rp.reranker else [])]))
+    return list(dict.fromkeys([*ensemble, *([reranker] if reranker else [])]))
 
 
 @dataclass
 class Candidates:
-    """Top-r species per query before re-ranking: species index (-1 = none), s_m and s_i."""
+    """Top-r species per query before re-ranking: catalog row of each species (-1 = none), s_m and s_i."""
 
-    species: np.ndarray  # [Q, L] int
+    species_idx: np.ndarray  # [Q, L] int, rows of Catalog.species_ids
     s_m: np.ndarray  # [Q, L]
     s_i: np.ndarray  # [Q, L] (NaN without a re-ranker)
 
 
 @dataclass
 class Ranking:
-    species: np.ndarray  # [Q, k] species *ids* (-1 = none)
+    """Re-ranked top-k: species *ids* (-1 = none) with each component's score."""
+
+    species_ids: np.ndarray  # [Q, k]
     s_m: np.ndarray
     s_i: np.ndarray
     s: np.ndarray
 
 
 class VRRAG:
+    """The retriever of one configuration: ensemble g over chunk vectors (FAISS), visual re-ranker h."""
+
     def __init__(self, catalog: Catalog, ensemble: list[str], chunks: str = "multimodal", reranker: str | None = None,
                  r: int = 100, index: str = "flat", nlist: int = 256, seed: int = 0):
         missing = [n for n in [*ensemble, reranker] if n and n not in catalog.anchor_mean]
@@ -166,13 +162,13 @@ class VRRAG:
 
 def rank(cands: Candidates, lam: float, k: int, species_ids: np.ndarray, rerank: bool = True) -> Ranking:
     """Eq. 2 and a stable sort (ties keep the s_m order); top-k species ids out."""
-    valid = cands.species >= 0
+    valid = cands.species_idx >= 0
     with np.errstate(invalid="ignore"):  # padding holds -inf / NaN; masked on the next line
         s = lam * cands.s_m + (1.0 - lam) * cands.s_i if rerank else cands.s_m.copy()
     s = np.where(valid, s, -np.inf)
     order = np.argsort(-s, axis=1, kind="stable")[:, :k]
     take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
-    sp = take(cands.species)
+    sp = take(cands.species_idx)
     ids = np.where(sp >= 0, np.asarray(species_ids)[np.maximum(sp, 0)], -1)
     return Ranking(ids, take(cands.s_m), take(cands.s_i), take(s))
 

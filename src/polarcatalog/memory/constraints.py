@@ -1,6 +1,10 @@
-"""PolarMem constraints composed with VR-RAG: the species candidates VR-RAG returns are re-ordered by the logic
-state (Algorithm 1) of their catalog nodes against the query's Q+ / Q− (and, optionally, the query image's own
-verified concepts), with the constraint strength of PolarMem §3 "Constraint strength":
+"""PolarMem's read path (Algorithm 1, lexicographic logic-aware retrieval), composed with VR-RAG: the species
+candidates VR-RAG returns are re-ordered by the logic state of their catalog nodes against the query's Q+ / Q−
+(and, optionally, the query image's own verified concepts), with the constraint strength of PolarMem §3:
+
+    s_log = −1 (conflict)    if Q+ ∩ C−(v) ≠ ∅ or Q− ∩ C+(v) ≠ ∅
+            +1 (entailment)  else if Q+ ∩ C+(v) ≠ ∅
+             0 (neutral)     otherwise                                    (Algorithm 1, lines 6-14)
 
 - `none`: VR-RAG order (s);
 - `hard`: lexicographic ⟨s_log, s⟩ — a conflicting species never precedes a compatible one;
@@ -9,17 +13,21 @@ verified concepts), with the constraint strength of PolarMem §3 "Constraint str
   over the top-10 candidates. Rule (ours; the paper only says "according to retrieval confidence and query
   ambiguity"): a confident visual ranking (low entropy) keeps its order, an ambiguous one leans on the graph.
 
-Everything is one sparse product per concept matrix plus gathers: no per-candidate Python loop.
+Everything is one sparse product per concept matrix plus gathers: no per-candidate Python loop. This is the
+only implementation of Algorithm 1 the pipeline, the CLI and the benchmark run; `tests/reference_algorithm1.py`
+walks the graph line by line as the paper writes it, and the tests hold the two against each other.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
 
-from polarcatalog.memory.logic import CONFLICT, ENTAILMENT, NEUTRAL
+CONFLICT, NEUTRAL, ENTAILMENT = -1, 0, 1
 
 
 def query_matrix(concepts: list[list[int]], n_concepts: int) -> sp.csr_matrix:
@@ -57,22 +65,38 @@ def ambiguity(s: np.ndarray, temperature: float = 0.02, top: int = 10) -> np.nda
 
 @dataclass(frozen=True)
 class Strength:
-    mode: str  # none | soft | adaptive | hard
-    penalty: float = 0.0
+    """A constraint strength, parsed once from its spec: `none`, `hard`, `soft:<p>` (p >= 0) or `adaptive` (the
+    penalty p_max comes from graph.adaptive_max_penalty: `with_adaptive_max`)."""
+
+    mode: Literal["none", "soft", "adaptive", "hard"]
+    penalty: float | None = None  # soft: p; adaptive: p_max once bound
 
     @classmethod
-    def parse(cls, spec: str, adaptive_max: float = 1.0) -> "Strength":
-        """'none' | 'hard' | 'adaptive' | 'soft:0.05'."""
-        if spec in ("none", "hard"):
+    def parse(cls, spec: "str | Strength") -> "Strength":
+        if isinstance(spec, Strength):
+            return spec
+        if spec in ("none", "hard", "adaptive"):
             return cls(spec)
-        if spec == "adaptive":
-            return cls("adaptive", adaptive_max)
-        if spec.startswith("soft:"):
-            return cls("soft", float(spec.split(":", 1)[1]))
-        raise ValueError(f"unknown constraint strength {spec!r}; allowed: none, hard, adaptive, soft:<penalty>")
+        if isinstance(spec, str) and spec.startswith("soft:"):
+            try:
+                p = float(spec.removeprefix("soft:"))
+            except ValueError:
+                p = math.nan
+            if math.isfinite(p) and p >= 0:
+                return cls("soft", p)
+        raise ValueError(f"constraint strength {spec!r}; allowed: none, hard, adaptive, soft:<penalty >= 0> (e.g. soft:0.05)")
+
+    def with_adaptive_max(self, p_max: float) -> "Strength":
+        return Strength("adaptive", p_max) if self.mode == "adaptive" else self
+
+    def __str__(self) -> str:
+        return f"soft:{self.penalty:g}" if self.mode == "soft" else self.mode
 
     def label(self) -> str:
-        return {"soft": f"soft (p={self.penalty:g})", "adaptive": f"adaptive (p_max={self.penalty:g})"}.get(self.mode, self.mode)
+        """How tables name it: `soft (p=0.03)`, `adaptive (p_max=1)`, `hard`."""
+        if self.penalty is None or self.mode not in ("soft", "adaptive"):
+            return self.mode
+        return f"soft (p={self.penalty:g})" if self.mode == "soft" else f"adaptive (p_max={self.penalty:g})"
 
 
 def reorder(states: np.ndarray, s: np.ndarray, strength: Strength, temperature: float = 0.02) -> np.ndarray:
@@ -88,6 +112,8 @@ def reorder(states: np.ndarray, s: np.ndarray, strength: Strength, temperature: 
     elif strength.mode == "soft":
         key = np.where(pad, -np.inf, base + strength.penalty * states)
     elif strength.mode == "adaptive":
+        if strength.penalty is None:
+            raise ValueError("adaptive strength without p_max: use Strength.with_adaptive_max(graph.adaptive_max_penalty)")
         p = strength.penalty * ambiguity(s, temperature)[:, None]
         key = np.where(pad, -np.inf, base + p * states)
     else:

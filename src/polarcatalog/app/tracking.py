@@ -1,10 +1,12 @@
 """One MLflow run per stage run, opened the same way by every notebook.
 
-`start_stage()` opens a run named after the stage in the experiment from params, against
+`start_stage("05_ablate.ipynb", params, executed_notebook, item="lam")` finds the notebook's DVC stage in
+`dvc.yaml` (here `ablate@lam`) and opens a run named after it in the experiment from params, against
 `sqlite:///<repo>/mlflow.db` unless MLFLOW_TRACKING_URI is set (an absolute URI: a relative one loses runs
-under `dvc exp run --temp`). It logs the stage's params (flattened) and provenance tags, and hooks IPython
-so that a cell that raises ends the run as FAILED, with the traceback and the executed notebook so far.
-`StageRun.finish()`, the notebook's last cell, logs the executed notebook and ends the run FINISHED.
+under `dvc exp run --temp`). It logs exactly the params that stage declares in `dvc.yaml` (one record of what a
+stage reads) and provenance tags, and hooks IPython so that a cell that raises ends the run as FAILED, with the
+traceback and the executed notebook so far. `StageRun.finish()`, the notebook's last cell, logs the executed
+notebook and ends the run FINISHED.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import mlflow
 import pandas as pd
+import yaml
 
 from polarcatalog import __version__
 from polarcatalog.config import Params, flatten
@@ -47,7 +50,7 @@ def _git(root: Path, *args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def provenance_tags(root: Path, stage: str) -> dict[str, str]:
+def provenance_tags(root: Path, stage: str, notebook: str) -> dict[str, str]:
     commit = _git(root, "rev-parse", "HEAD")
     # dvc.lock is rewritten by `dvc repro` itself between stages: it does not make the code dirty.
     status = _git(root, "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)dvc.lock")
@@ -56,7 +59,7 @@ def provenance_tags(root: Path, stage: str) -> dict[str, str]:
         "git_dirty": "unknown" if status is None else str(bool(status)).lower(),
         "dvc_stage": stage,
         "polarcatalog_version": __version__,
-        "mlflow.source.name": f"notebooks/{stage}",
+        "mlflow.source.name": f"notebooks/{notebook}",
     }
 
 
@@ -122,16 +125,54 @@ class StageRun:
         self.closed = True
 
 
-def start_stage(stage: str, params: Params, sections: list[str], executed_notebook: str | None = None) -> StageRun:
-    """Open the stage's MLflow run, log its params and provenance, and arm FAILED-on-exception."""
+def _stages(root: Path) -> dict[str, dict[str, Any]]:
+    return yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+
+
+def dvc_stage(root: Path, notebook: str, item: str | None = None) -> str:
+    """The DVC stage that runs `notebook` (with `item`, for a foreach stage): `03_graph.ipynb` -> `graph`."""
+    found = []
+    for name, stage in _stages(root).items():
+        if f"notebooks/{notebook}" not in stage.get("do", stage)["cmd"]:
+            continue
+        if "foreach" in stage:
+            found += [f"{name}@{item}"] if item in stage["foreach"] else []
+        else:
+            found.append(name)
+    if len(found) != 1:
+        raise ValueError(f"dvc.yaml has {len(found)} stages running notebooks/{notebook}" + (f" for {item!r}" if item else "")
+                         + f": {found}; each notebook (and foreach item) must be exactly one stage")
+    return found[0]
+
+
+def declared_params(root: Path, stage: str, params: Params) -> dict[str, Any]:
+    """The params `stage` declares in dvc.yaml (a section, or a dotted key), flattened, with their validated values."""
+    name, _, item = stage.partition("@")
+    entry = _stages(root)[name]
+    values = params.model_dump(mode="json")
+    out: dict[str, Any] = {}
+    for key in entry.get("do", entry).get("params", []):
+        if not isinstance(key, str):
+            raise ValueError(f"dvc.yaml stage {name}: params must be keys of params.yaml, got {key!r}")
+        key = key.replace("${item}", item)
+        value: Any = values
+        for part in key.split("."):
+            value = value[part]
+        out |= flatten(value, key + ".") if isinstance(value, dict) else {key: value}
+    return out
+
+
+def start_stage(notebook: str, params: Params, executed_notebook: str | None = None, item: str | None = None) -> StageRun:
+    """Open the MLflow run of the notebook's DVC stage, log its declared params and provenance, and arm
+    FAILED-on-exception."""
     root = repo_root()
+    stage = dvc_stage(root, notebook, item)
     mlflow.set_tracking_uri(tracking_uri(root))
     mlflow.set_experiment(params.tracking.experiment)
     if mlflow.active_run() is not None:  # re-running the notebook top to bottom in JupyterLab
         mlflow.end_run("KILLED")
-    run = mlflow.start_run(run_name=stage, tags=provenance_tags(root, stage))
-    mlflow.log_params(flatten({s: params.section(s) for s in sections}))
-    mlflow.log_param("seed", params.dataset.seed)
+    run = mlflow.start_run(run_name=stage, tags=provenance_tags(root, stage, notebook))
+    mlflow.log_params(declared_params(root, stage, params))
     stage_run = StageRun(stage, run, root, executed_notebook, params.tracking.log_notebook)
     _arm_ipython(stage_run)
     return stage_run
@@ -139,7 +180,7 @@ def start_stage(stage: str, params: Params, sections: list[str], executed_notebo
 
 def _arm_ipython(stage_run: StageRun) -> None:
     try:
-        from IPython import get_ipython
+        from IPython import get_ipython  # optional: only inside a notebook kernel
     except ImportError:
         return
     shell = get_ipython()

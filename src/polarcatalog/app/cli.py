@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+import yaml
 
 from polarcatalog import __version__
+from polarcatalog.app.evaluate import evaluate_folder
 from polarcatalog.config import ParamsError, load_params
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
@@ -22,7 +24,7 @@ def check_params(params: Path = typer.Option(Path("params.yaml"), help="params f
     except ParamsError as err:
         typer.echo(str(err), err=True)
         raise typer.Exit(2) from None
-    typer.echo(json.dumps(p.model_dump(), indent=2))
+    typer.echo(json.dumps(p.model_dump(mode="json"), indent=2))
 
 
 @app.command()
@@ -36,15 +38,13 @@ def evaluate(
     where: Optional[str] = typer.Option(None, "--where", help="a constraint in words, e.g. 'a yellow Pokémon that is not an "
                                         "electric type': candidates re-ordered by the polarized memory (needs the graph stage)"),
     strength: Optional[str] = typer.Option(None, help="constraint strength for --where: none | soft:<p> | adaptive | hard "
-                                           "(default graph.constraint)"),
+                                           "(overrides graph.constraint)"),
 ) -> None:
     """Run the configured retriever on your own query images against the whole catalog and score it."""
-    import yaml
-
-    from polarcatalog.retrieval.evaluate import evaluate_folder
-
     try:
         overrides = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in set_)}
+        if strength is not None:  # parsed and checked with the params, before any encoding
+            overrides["graph.constraint"] = strength
         p = load_params(params, overrides)
     except ValueError as err:
         typer.echo(f"error: {err}", err=True)
@@ -52,11 +52,7 @@ def evaluate(
     root = params.resolve().parent
     out = out or root / "reports" / "evaluate" / queries.resolve().name
     try:
-        if strength is not None:  # fail before any encoding
-            from polarcatalog.retrieval.polar import Strength
-
-            Strength.parse(strength)
-        result = evaluate_folder(p, root, queries, labels, out, where, strength)
+        result = evaluate_folder(p, root, queries, labels, out, where)
     except (FileNotFoundError, ValueError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None

@@ -1,6 +1,7 @@
 """`polarcatalog evaluate`: the configured retriever on a folder of new query images, scored if labelled; with
 `--where "a yellow Pokémon that is not an electric type"` the candidates are re-ordered by the polarized memory
-(PolarMem, the graph stage's output) under the configured constraint strength."""
+(PolarMem, the graph stage's output) under the configured constraint strength. It orchestrates every layer
+(features, retrieval, memory), which is why it lives in the app."""
 
 from __future__ import annotations
 
@@ -11,15 +12,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from polarcatalog.app.workflows import catalog_for, domain_for, memory_proposer, query_view, retriever
 from polarcatalog.config import Params
 from polarcatalog.data.images import Quarantine
-from polarcatalog.encoders import create_image_encoder
+from polarcatalog.data.query_folder import read_query_folder
+from polarcatalog.encoders import create_encoder
 from polarcatalog.eval.metrics import gold_ranks, summarize
-from polarcatalog.features.embed import views_for
 from polarcatalog.features.encode import encode_image_files
-from polarcatalog.retrieval import experiment as ex
-from polarcatalog.retrieval.queries import read_query_folder
-from polarcatalog.retrieval.vrrag import prepare_queries, retriever_queries_needed
+from polarcatalog.features.workspace import Workspace, load_workspace
+from polarcatalog.memory.constraints import candidate_states, conflict_at_k, reorder
+from polarcatalog.memory.graph import species_memory
+from polarcatalog.memory.inputs import graph_inputs
+from polarcatalog.memory.query_parser import parse_text
+from polarcatalog.memory.verifiers import load_scores
+from polarcatalog.retrieval.vrrag import prepare_queries, query_encoders
 
 
 STATE_MARK = {-1: " [conflict]", 0: "", 1: " [has]"}
@@ -65,58 +71,56 @@ class EvaluateResult:
         return "\n".join(lines)
 
 
-def _constrain(ws: ex.Workspace, params: Params, root: Path, species: np.ndarray, s: np.ndarray, where: str,
-               strength: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, Constraint]:
-    """Re-order each query's VR-RAG species list by the memory's logic state against the parsed constraint."""
-    from polarcatalog.memory import build
-    from polarcatalog.memory.query_parser import parse_text
-    from polarcatalog.retrieval.polar import Strength, candidate_states, reorder
-
-    inputs = build.graph_inputs(ws, params.curate.size_bins_m)
+def _constrain(ws: Workspace, params: Params, root: Path, species: np.ndarray, s: np.ndarray,
+               where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, Constraint]:
+    """Re-order each query's VR-RAG species list by the memory's logic state against the parsed constraint, under
+    graph.constraint (which `--strength` overrides)."""
+    gp = params.graph
+    inputs = graph_inputs(ws, domain_for(params))
     parsed = parse_text(where, inputs.vocab)
     if not (parsed.q_pos or parsed.q_neg):
         examples = ", ".join(c.name for c in inputs.vocab[::6])
         raise ValueError(f"--where {where!r} names no concept of the vocabulary (e.g. {examples}); "
                          "phrase it like 'a yellow Pokémon that is not an electric type'")
-    scores = build.load_scores(root / "data/processed/graph/scores.npz", inputs)
-    has, not_has = build.species_memory(inputs, ws.anchors["candidate_id"].tolist(), scores, params.graph)
+    scores = load_scores(root / "data/processed/graph/scores.npz", inputs.vocab)
+    has, not_has = species_memory(inputs, ws.anchors["candidate_id"].tolist(), scores, memory_proposer(params, inputs),
+                                  gp.kappa, gp.critical_completion)
     index = {c.id: j for j, c in enumerate(inputs.vocab)}
     q_pos, q_neg = [index[c] for c in parsed.q_pos], [index[c] for c in parsed.q_neg]
     cand = inputs.species_index(species)
     states = candidate_states(cand, has, not_has, [q_pos] * len(cand), [q_neg] * len(cand))
-    st = Strength.parse(strength, params.graph.adaptive_max_penalty)
-    order = reorder(states, np.where(cand >= 0, s, -np.inf), st, params.graph.adaptive_temperature)
+    st = gp.strength()
+    order = reorder(states, np.where(cand >= 0, s, -np.inf), st, gp.adaptive_temperature)
     take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
     return take(species), take(s), take(states), Constraint(where, list(parsed.q_pos), list(parsed.q_neg), st.label())
 
 
 def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | None, out: Path,
-                    where: str | None = None, strength: str | None = None) -> EvaluateResult:
-    """`where`: a constraint in words (needs the graph stage's output); `strength`: none | soft:<p> | adaptive |
-    hard, default graph.constraint."""
-    ws = ex.load_workspace(root / "data/features", root / "data/processed")
+                    where: str | None = None) -> EvaluateResult:
+    """`where`: a constraint in words (needs the graph stage's output), applied under graph.constraint."""
+    ws = load_workspace(root / "data/features", root / "data/processed")
     rp = params.retrieval
-    missing = [n for n in retriever_queries_needed(rp) if n not in ws.anchor_f]
+    needed = query_encoders(rp.ensemble, rp.reranker)
+    missing = [n for n in needed if n not in ws.anchor_f]
     if missing:
         raise ValueError(f"the catalog has no features for {missing}; add them to encoders.image and run `dvc repro embed`")
     q = read_query_folder(folder, ws.species, labels)
-    _, query_views = views_for(params, None)
     quarantine = Quarantine(out / "quarantine")
     feats, ok = {}, np.ones(len(q), bool)
-    for i, name in enumerate(retriever_queries_needed(rp)):
-        enc = create_image_encoder(name, params.encoders.device)
-        feats[name], ok_n = encode_image_files(enc, q["path"].tolist(), root / "data/cache/features", query_views,
+    for i, name in enumerate(needed):
+        enc = create_encoder(params.encoders.spec(name), "image", params.encoders.device)
+        feats[name], ok_n = encode_image_files(enc, q["path"].tolist(), root / "data/cache/features", query_view(params),
                                                batch_size=params.encoders.batch_size, quarantine=quarantine if i == 0 else None)
         ok &= ok_n
     q = q[ok].reset_index(drop=True)
     feats = {n: f[ok] for n, f in feats.items()}
-    catalog = ex.catalog_for(ws, rp)
-    vr = ex.retriever(catalog, rp)
+    catalog = catalog_for(ws, rp)
+    vr = retriever(catalog, rp)
     ranking = vr.rank(vr.candidates(prepare_queries(feats, catalog, rp.center, rp.min_center_batch)), rp.lam, max(rp.r, 10))
-    species, s = ranking.species, ranking.s
+    species, s = ranking.species_ids, ranking.s
     states, constraint = np.zeros(species.shape, np.int8), None
     if where:
-        species, s, states, constraint = _constrain(ws, params, root, species, s, where, strength or params.graph.constraint)
+        species, s, states, constraint = _constrain(ws, params, root, species, s, where)
     names = ws.species.set_index("species_id")["name"]
     gold = q["species_id"].fillna(-1).astype(int).to_numpy()
     ranks = gold_ranks(species, gold)
@@ -138,11 +142,9 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     if q["label"].notna().any():
         metrics = {"labelled": summarize(ranks[labelled]), "unknown_labels": int((q["label"].notna() & ~labelled).sum()),
                    "unlabelled": int(q["label"].isna().sum()), "quarantined": len(quarantine.rows),
-                   "retrieval": rp.model_dump(), "catalog_species": int(len(ws.species))}
+                   "retrieval": rp.model_dump(mode="json"), "catalog_species": int(len(ws.species))}
 
     if constraint:
-        from polarcatalog.retrieval.polar import conflict_at_k
-
         k = rp.k
         in_order = np.broadcast_to(np.arange(species.shape[1]), species.shape)  # lists are already re-ordered
         conflict = conflict_at_k(states == -1, in_order, species >= 0, k)

@@ -1,16 +1,17 @@
 """Dominant colour names measured from the species' artwork (the appearance facts an article lacks).
 
-Foreground = every pixel except the near-white background connected to the image border, so a white
-Pokémon's body is kept. Each foreground pixel takes the nearest name in CIELAB from a fixed table of the
-basic colour terms (spelled like PokeAPI's Pokédex colours, plus orange).
+Foreground = `polarcatalog.data.regions.foreground_mask` (a white Pokémon's body is kept). Each foreground
+pixel takes the nearest name in CIELAB from a fixed table of the basic colour terms (spelled like PokeAPI's
+Pokédex colours, plus orange).
 """
 
 from __future__ import annotations
 
 import numpy as np
 from PIL import Image
-from scipy import ndimage
 from skimage.color import rgb2lab
+
+from polarcatalog.data.regions import foreground_mask
 
 # A pixel with CIELAB chroma below ACHROMATIC_C is black / gray / white by lightness alone; any other pixel
 # takes the nearest chromatic prototype in CIELAB. Several prototypes per name (saturated, typical, pastel
@@ -46,15 +47,6 @@ def name_pixels(lab: np.ndarray) -> np.ndarray:
     for name, lo, hi in ACHROMATIC_L:
         out[(chroma < ACHROMATIC_C) & (lab[:, 0] >= lo) & (lab[:, 0] < hi)] = _NAME_INDEX[name]
     return out
-
-
-def foreground_mask(rgb: np.ndarray, white_level: int = 235) -> np.ndarray:
-    """True on the subject: pixels that are not near-white regions touching the border."""
-    near_white = (rgb >= white_level).all(axis=-1)
-    labels, _ = ndimage.label(near_white)
-    border = np.unique(np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]]))
-    background = np.isin(labels, border[border > 0])
-    return ~background
 
 
 def colour_fractions(image: Image.Image, max_side: int = 128) -> dict[str, float]:

@@ -1,0 +1,46 @@
+"""Where the subject is in an image: its foreground, its bounding box, overlapping grid cells of it.
+
+Shared by colour naming (curate), the encoders' views (content box, local cells) and the VLM verifier's local
+views, so they all agree on what "the subject" is: every pixel except the near-white background connected to
+the image border (a white Pokémon's body is kept).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image
+from scipy import ndimage
+
+
+def foreground_mask(rgb: np.ndarray, white_level: int = 235) -> np.ndarray:
+    """True on the subject: pixels that are not near-white regions touching the border."""
+    near_white = (rgb >= white_level).all(axis=-1)
+    labels, _ = ndimage.label(near_white)
+    border = np.unique(np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]]))
+    background = np.isin(labels, border[border > 0])
+    return ~background
+
+
+def content_box(image: Image.Image, pad_frac: float = 0.04) -> Image.Image:
+    """Crop to the subject's bounding box and pad to a white square (an image with no subject is returned as is)."""
+    mask = foreground_mask(np.asarray(image))
+    if not mask.any():
+        return image
+    rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
+    crop = image.crop((cols[0], rows[0], cols[-1] + 1, rows[-1] + 1))
+    side = int(round(max(crop.size) * (1 + 2 * pad_frac)))
+    canvas = Image.new("RGB", (side, side), (255, 255, 255))
+    canvas.paste(crop, ((side - crop.size[0]) // 2, (side - crop.size[1]) // 2))
+    return canvas
+
+
+def grid_cell(image: Image.Image, grid: int, row: int, col: int, overlap: float = 0.5) -> Image.Image:
+    """Cell (row, col) of a grid x grid split whose cells are (1 + overlap) / grid of each side, evenly spaced
+    from edge to edge: with grid 2 four quadrants of 3/4 side, so a part cut by the midline is whole in some cell."""
+    if not (grid >= 1 and 0 <= row < grid and 0 <= col < grid):
+        raise ValueError(f"cell ({row}, {col}) is outside a {grid}x{grid} grid")
+    w, h = image.size
+    cw, ch = max(1, round(w * min(1.0, (1 + overlap) / grid))), max(1, round(h * min(1.0, (1 + overlap) / grid)))
+    x0 = round(col * (w - cw) / (grid - 1)) if grid > 1 else 0
+    y0 = round(row * (h - ch) / (grid - 1)) if grid > 1 else 0
+    return image.crop((x0, y0, x0 + cw, y0 + ch))

@@ -1,0 +1,24 @@
+"""Small file helpers every stage shares: JSON reports, content hashes, file-safe names."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+
+def write_json(obj: Any, path: str | Path) -> None:
+    """Sorted keys and a trailing newline, so that identical runs write identical bytes (DVC metrics diff cleanly)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(obj, indent=2, sort_keys=True, default=float) + "\n")
+
+
+def sha256_file(path: str | Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def safe_name(name: str) -> str:
+    """`open_clip:ViT-B-32:openai` -> `open_clip_ViT-B-32_openai`: a name usable as a file name."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

@@ -1,0 +1,68 @@
+"""The embedded verifier: one logistic probe per concept on frozen image features, cross-fitted by species folds,
+so the probe that scores an image never saw that image's species. Not zero-shot: it learns from other species'
+ground-truth labels, and the reports say so."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.decomposition import PCA
+from sklearn.linear_model import LogisticRegression
+from tqdm.auto import tqdm
+
+from polarcatalog.eval.splits import species_folds
+from polarcatalog.memory.inputs import GraphInputs
+from polarcatalog.memory.verifiers.base import Scores
+
+
+class ProbeVerifier:
+    def __init__(self, folds: int = 2, c: float = 1.0, seed: int = 0, dim: int | None = 256):
+        self.folds, self.c, self.seed, self.dim = folds, c, seed, dim
+
+    def cross_fit(self, train_x: np.ndarray, train_y: np.ndarray, train_species: np.ndarray,
+                  score_x: np.ndarray, score_species: np.ndarray) -> np.ndarray:
+        """Scores [n_score, C] in [0, 1]: rows of a species in fold f are scored by probes fit on the other folds.
+        A concept that is constant in a training fold gets that constant as its probability."""
+        fold = species_folds(np.concatenate([train_species, score_species]), self.folds, self.seed)
+        f_train, f_score = fold[: len(train_species)], fold[len(train_species):]
+        out = np.zeros((len(score_x), train_y.shape[1]), np.float64)
+        for f in range(self.folds):
+            tr, te = f_train != f, f_score == f
+            if not te.any():
+                continue
+            # standardise + PCA fitted on the training fold only (the held-out species never shape the probe)
+            mu, sd = train_x[tr].mean(0), train_x[tr].std(0) + 1e-6
+            xt, xs = (train_x[tr] - mu) / sd, (score_x[te] - mu) / sd
+            if self.dim and self.dim < min(xt.shape):
+                pca = PCA(self.dim, random_state=self.seed).fit(xt)
+                xt, xs = pca.transform(xt), pca.transform(xs)
+            for j in tqdm(range(train_y.shape[1]), desc=f"probes fold {f}", disable=train_y.shape[1] < 20):
+                y = train_y[tr, j]
+                if y.min() == y.max():
+                    out[te, j] = float(y[0]) if len(y) else 0.0
+                    continue
+                clf = LogisticRegression(C=self.c, max_iter=2000)
+                clf.fit(xt, y)
+                out[te, j] = clf.predict_proba(xs)[:, 1]
+        return out
+
+    def score(self, inputs: GraphInputs) -> Scores:
+        """Every anchor (catalog node), every query image and every local view of an anchor. Probes are trained on
+        global views only; a local view is scored by the probes of its image's fold."""
+        y = inputs.truth_rows(inputs.anchor_species)
+        a, q = len(inputs.anchor_x), len(inputs.query_x)
+        xs, ss = [inputs.anchor_x, inputs.query_x], [inputs.anchor_species, inputs.query_species]
+        if inputs.anchor_local_x is not None:
+            views = inputs.anchor_local_x.shape[1]
+            xs.append(inputs.anchor_local_x.reshape(a * views, -1))
+            ss.append(np.repeat(inputs.anchor_species, views))
+        scores = self.cross_fit(inputs.anchor_x, y, inputs.anchor_species, np.vstack(xs), np.concatenate(ss))
+        local = scores[a + q:].reshape(a, -1, scores.shape[1]) if inputs.anchor_local_x is not None else None
+        return Scores(scores[:a], scores[a: a + q], local)
+
+    def describe(self, inputs: GraphInputs) -> str:
+        encoders = ", ".join(sorted(inputs.workspace.anchor_f)) if inputs.workspace else "the embedded encoders"
+        return (f"linear probes on frozen image features ({encoders}), cross-fitted over {self.folds} species folds — "
+                "learned from other species' labels, not zero-shot.")
+
+    def calls_per_image(self, n_concepts: int) -> float:
+        return float(n_concepts)  # one probe per concept
