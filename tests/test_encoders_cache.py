@@ -7,7 +7,7 @@ import pytest
 import torch
 from PIL import Image
 
-from polarcatalog.encoders import create_encoder, has_text_tower
+from polarcatalog.encoders import ImageEncoder, TextEncoder, create_encoder, has_text_tower
 from polarcatalog.data.regions import content_box
 from polarcatalog.encoders.preprocess import Preprocess, apply
 from polarcatalog.features.cache import FeatureCache
@@ -40,6 +40,7 @@ def test_open_clip_through_the_cache(tiny_clip_name, images, tmp_path):
     torch.manual_seed(0)
     enc = create_encoder(f"open_clip:{tiny_clip_name}:random", "image", "cpu")
     assert enc.dim == 16 and has_text_tower(f"open_clip:{tiny_clip_name}:random")
+    assert isinstance(enc, ImageEncoder) and isinstance(enc, TextEncoder)  # one object, both towers
     views = Preprocess(content_box=True, scale_to=None, mirror=True)
     stats: dict[str, int] = {}
     first, ok = encode_image_files(enc, images, tmp_path / "cache", views, stats=stats)
@@ -96,6 +97,7 @@ def test_dinov2_hf_through_the_same_path(images, tmp_path):
 
 def test_embedded_text_encoder_is_offline_and_normalised(tmp_path):
     enc = create_encoder("minilm", "text", "cpu")
+    assert isinstance(enc, TextEncoder) and not isinstance(enc, ImageEncoder)
     v = encode_texts(enc, ["A small green Pokémon with a bulb.", "A yellow mouse."], tmp_path / "c")
     assert v.shape == (2, 384) and np.allclose(np.linalg.norm(v, axis=1), 1, atol=1e-5)
     assert float(v[0] @ v[1]) < 0.99

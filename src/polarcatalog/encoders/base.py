@@ -11,26 +11,23 @@ from PIL import Image
 
 
 @runtime_checkable
-class ImageEncoder(Protocol):
+class Encoder(Protocol):
     @property
     def id(self) -> str: ...
 
     @property
     def dim(self) -> int: ...
 
+
+@runtime_checkable
+class ImageEncoder(Encoder, Protocol):
     def encode_images(self, images: Sequence[Image.Image], batch_size: int = 64) -> np.ndarray:
         """[n, dim] float32, rows l2-normalised."""
         ...
 
 
 @runtime_checkable
-class TextEncoder(Protocol):
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def dim(self) -> int: ...
-
+class TextEncoder(Encoder, Protocol):
     def encode_texts(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
         """[n, dim] float32, rows l2-normalised."""
         ...
