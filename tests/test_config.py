@@ -28,6 +28,7 @@ def test_repo_params_are_valid_and_match_paper_defaults():
         ({"encoders.text": "efficientnet_lite0"}, "encoders.text", "unknown text encoder 'efficientnet_lite0'; allowed: minilm"),
         ({"encoders.image": ["open_clip:ViT-B-32:/nowhere/clip.safetensors"]}, "encoders.image.0", "checkpoint file"),
         ({"dataset.domain": "birds"}, "dataset.domain", "unknown domain 'birds'; allowed: pokemon"),
+        ({"curate.pokeapi_dir": "/nowhere/pokeapi"}, "curate.pokeapi_dir", "/nowhere/pokeapi is not a folder"),
         ({"curate.filter_encoder": "open_clip:ViT-B-32:openai"}, "curate.filter_encoder", "allowed: efficientnet_lite0, efficientnet_lite2"),
         ({"graph.verifier": "oracle"}, "graph.verifier", "unknown verifier 'oracle'; allowed: probe, zero_shot, vlm"),
         ({"graph.constraint": "soft:-5"}, "graph.constraint", "allowed: none, hard, adaptive, soft:<penalty >= 0>"),

@@ -43,6 +43,13 @@ ImageEncoderName = Annotated[EncoderSpec, PlainValidator(lambda v: parse_encoder
 TextEncoderName = Annotated[EncoderSpec, PlainValidator(lambda v: parse_encoder(v, "text")), PlainSerializer(str, return_type=str)]
 StrengthSpec = Annotated[Strength, PlainValidator(Strength.parse), PlainSerializer(str, return_type=str)]
 CoverageSpec = Annotated[ProposerSpec, PlainValidator(ProposerSpec.parse), PlainSerializer(str, return_type=str)]
+def _existing_folder(path: str | None) -> str | None:
+    if path is not None and not Path(path).is_dir():
+        raise ValueError(f"{path} is not a folder (give one, absolute or relative to the repository root, or null)")
+    return path
+
+
+Folder = Annotated[str | None, AfterValidator(_existing_folder)]
 # Names looked up in a registry at runtime.
 DomainName = Annotated[str, _name_in(DOMAINS, "domain")]
 ClassifierName = Annotated[str, _name_in(PACKAGED_IMAGE, "filter encoder")]  # an ImageNet classifier: a packaged EfficientNet
@@ -67,7 +74,7 @@ class Dataset(_Section):
 
 
 class Curate(_Section):
-    pokeapi_dir: str | None = None
+    pokeapi_dir: Folder = None
     size_bins_m: list[float] = Field(default_factory=lambda: [0.5, 1.0, 2.0, 4.0], min_length=4, max_length=4)
     colour_min_fraction: float = Field(0.12, gt=0.0, lt=1.0)
     colour_max_names: int = Field(3, ge=1, le=11)
@@ -85,7 +92,7 @@ class Curate(_Section):
     vlm_threshold: float = Field(0.5, gt=0.0, lt=1.0)
     # The prototype filter assumes targets are the majority: distractors stay well below half.
     distractor_fraction: float = Field(0.1, ge=0.0, lt=0.5)
-    bird_eval_dir: str | None = None
+    bird_eval_dir: Folder = None
     batch_size: int = Field(32, ge=1, le=4096)
 
     @field_validator("size_bins_m")

@@ -121,7 +121,7 @@ def create_encoder(name: str | EncoderSpec, role: Literal["text"], device: str =
 
 
 def create_encoder(name: str | EncoderSpec, role: Role = "image", device: str = "auto") -> ImageEncoder | TextEncoder:
-    """One name -> one encoder. A CLIP-like name asked for as `text` returns the same object (both towers)."""
+    """One name -> one encoder. A CLIP-like encoder serves both roles: as `text` it is the same class (both towers)."""
     spec = parse_encoder(name, role)
     if role == "text" and spec.family != "minilm" and not has_text_tower(spec):
         raise ValueError(f"{spec.name} has no text tower; use a CLIP-like encoder or a text encoder ({', '.join(PACKAGED_TEXT)})")
