@@ -59,17 +59,27 @@ def _lam(s: Sweep) -> pd.DataFrame:
     return sweep_lambda(s.vr, s.cands, s.gold, s.groups, s.params.ablations.lam)
 
 
+def _top_k(s: Sweep) -> pd.DataFrame:
+    return sweep_top_k(s.vr, s.cands, s.gold, s.groups, s.params.ablations.top_k, s.params.retrieval.lam)
+
+
+def _constraint(s: Sweep) -> pd.DataFrame:
+    return constraint_axis(polar_setup(s.ws, s.params, s.scores_path, s.ranking), s.params.ablations.constraint)
+
+
+def _coverage(s: Sweep) -> pd.DataFrame:
+    return coverage_axis(polar_setup(s.ws, s.params, s.scores_path, s.ranking), s.params.ablations.coverage)
+
+
 AXES: dict[str, Axis] = {
-    "lam": Axis("lam", "mRR@1", True, retrieval_report.CAPTIONS["lam"], _lam, lambda df, p: retrieval_report.lambda_figure(df)),
-    "top_k": Axis("k", "R@k", True, retrieval_report.CAPTIONS["top_k"],
-                  lambda s: sweep_top_k(s.vr, s.cands, s.gold, s.groups, s.params.ablations.top_k, s.params.retrieval.lam),
-                  lambda df, p: retrieval_report.top_k_figure(df)),
-    "constraint": Axis("spec", "target mRR@1", False, polar_report.CAPTIONS["constraint"],
-                       lambda s: constraint_axis(polar_setup(s.ws, s.params, s.scores_path, s.ranking), s.params.ablations.constraint),
-                       lambda df, p: polar_report.constraint_figure(df, p.graph.constraint_k)),
-    "coverage": Axis("setting", "overall score", False, polar_report.CAPTIONS["coverage"],
-                     lambda s: coverage_axis(polar_setup(s.ws, s.params, s.scores_path, s.ranking), s.params.ablations.coverage),
-                     lambda df, p: polar_report.coverage_figure(df)),
+    "lam": Axis("lam", "mRR@1", True, retrieval_report.CAPTIONS["lam"], _lam,
+                lambda df, params: retrieval_report.lambda_figure(df)),
+    "top_k": Axis("k", "R@k", True, retrieval_report.CAPTIONS["top_k"], _top_k,
+                  lambda df, params: retrieval_report.top_k_figure(df)),
+    "constraint": Axis("spec", "target mRR@1", False, polar_report.CAPTIONS["constraint"], _constraint,
+                       lambda df, params: polar_report.constraint_figure(df, params.graph.constraint_k)),
+    "coverage": Axis("setting", "overall score", False, polar_report.CAPTIONS["coverage"], _coverage,
+                     lambda df, params: polar_report.coverage_figure(df)),
 }
 
 
