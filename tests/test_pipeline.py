@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 from mlflow import MlflowClient
+from PIL import Image
 
 from tests.conftest import ROOT, SHARED_DATA
 
@@ -221,10 +222,15 @@ def test_cli_evaluate_with_a_constraint_in_words(repo, tmp_path):
     assert any(set(st) != {0} for st in pred["states"].map(json.loads))  # the memory decides some candidates
     _sh([cli, "evaluate", "--queries", str(q), "--out", str(tmp_path / "p")], root, env)  # unconstrained: no states
     assert all(set(st) == {0} for st in pd.read_csv(tmp_path / "p/predictions.csv")["states"].map(json.loads))
+    # a bad constraint fails before any image is encoded: a new image in the folder never reaches the feature cache
+    Image.open(sprites / "bulbasaur.png").transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(q / "bulbasaur" / "mirrored.png")
+    cached = lambda: sum(len(pd.read_parquet(f)) for f in (root / "data/cache/features").glob("*/index.parquet"))  # noqa: E731
+    before = cached()
     for args, msg in ((["--where", "something shiny and new"], "names no concept"), (["--where", "green", "--strength", "medium"], "allowed")):
         bad = subprocess.run([cli, "evaluate", "--queries", str(q), *args, "--out", str(tmp_path / "x")], cwd=root, env=env,
                              capture_output=True, text=True)
         assert bad.returncode == 2 and msg in bad.stderr, bad.stderr
+    assert cached() == before
 
 
 def test_second_repro_does_nothing_and_forced_rerun_is_identical(repo):

@@ -42,4 +42,4 @@ def test_known_names_build_what_they_name():
 
 def test_every_ablation_axis_has_its_values_in_params_and_back():
     """The AXES registry and the `ablations` section name the same axes: one cannot gain an axis the other lacks."""
-    assert list(AXES) == list(Ablations.model_fields)
+    assert list(AXES) == list(Ablations.model_fields) and all(name == axis.name for name, axis in AXES.items())

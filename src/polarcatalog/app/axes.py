@@ -45,6 +45,7 @@ class Sweep:
 
 @dataclass(frozen=True)
 class Axis:
+    name: str  # params `ablations.<name>`, the dvc.yaml foreach item
     key: str  # the column holding the swept value
     metric: str  # the column the report's `best` reads
     per_group: bool  # one row per query group (regular / shiny / all) for each value
@@ -72,13 +73,13 @@ def _coverage(s: Sweep) -> pd.DataFrame:
 
 
 AXES: dict[str, Axis] = {
-    "lam": Axis("lam", "mRR@1", True, retrieval_report.CAPTIONS["lam"], _lam,
+    "lam": Axis("lam", "lam", "mRR@1", True, retrieval_report.CAPTIONS["lam"], _lam,
                 lambda df, params: retrieval_report.lambda_figure(df)),
-    "top_k": Axis("k", "R@k", True, retrieval_report.CAPTIONS["top_k"], _top_k,
+    "top_k": Axis("top_k", "k", "R@k", True, retrieval_report.CAPTIONS["top_k"], _top_k,
                   lambda df, params: retrieval_report.top_k_figure(df)),
-    "constraint": Axis("spec", "target mRR@1", False, polar_report.CAPTIONS["constraint"], _constraint,
+    "constraint": Axis("constraint", "spec", "target mRR@1", False, polar_report.CAPTIONS["constraint"], _constraint,
                        lambda df, params: polar_report.constraint_figure(df, params.graph.constraint_k)),
-    "coverage": Axis("setting", "overall score", False, polar_report.CAPTIONS["coverage"], _coverage,
+    "coverage": Axis("coverage", "setting", "overall score", False, polar_report.CAPTIONS["coverage"], _coverage,
                      lambda df, params: polar_report.coverage_figure(df)),
 }
 
@@ -100,16 +101,15 @@ def child_runs(df: pd.DataFrame, axis: Axis) -> list[tuple[Any, dict[str, Any]]]
     return out
 
 
-def summary(df: pd.DataFrame, name: str) -> dict[str, Any]:
+def summary(df: pd.DataFrame, axis: Axis) -> dict[str, Any]:
     """The axis's metrics file: its values, the metric per value, the best value, the table (all-queries rows)."""
-    axis = AXES[name]
     overall = df[df["queries"] == "all"] if axis.per_group else df
     best = overall.loc[overall[axis.metric].idxmax()]
     key, metric = axis.key, axis.metric
-    return {"axis": name, "values": overall[key].tolist(), metric: overall[metric].round(4).tolist(),
+    return {"axis": axis.name, "values": overall[key].tolist(), metric: overall[metric].round(4).tolist(),
             "best": {key: best[key] if isinstance(best[key], str) else float(best[key]), metric: float(best[metric])},
             "table": overall.round(4).to_dict(orient="records")}
 
 
-def markdown(df: pd.DataFrame, name: str) -> str:
-    return f"# Ablation: {name}\n\n" + AXES[name].caption + df.round(4).to_markdown(index=False) + "\n"
+def markdown(df: pd.DataFrame, axis: Axis) -> str:
+    return f"# Ablation: {axis.name}\n\n" + axis.caption + df.round(4).to_markdown(index=False) + "\n"

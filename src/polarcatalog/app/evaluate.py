@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from polarcatalog.app.workflows import catalog_for, domain_for, memory_proposer, query_view, retriever
 from polarcatalog.config import Params
@@ -22,7 +23,7 @@ from polarcatalog.features.encode import encode_image_files
 from polarcatalog.features.workspace import Workspace, load_workspace
 from polarcatalog.memory.constraints import candidate_states, conflict_at_k, reorder
 from polarcatalog.memory.graph import species_memory
-from polarcatalog.memory.inputs import graph_inputs
+from polarcatalog.memory.inputs import GraphInputs, graph_inputs
 from polarcatalog.memory.query_parser import parse_text
 from polarcatalog.memory.verifiers import load_scores
 from polarcatalog.retrieval.vrrag import prepare_queries, query_encoders
@@ -71,10 +72,21 @@ class EvaluateResult:
         return "\n".join(lines)
 
 
-def _constrain(ws: Workspace, params: Params, root: Path, species: np.ndarray, s: np.ndarray,
-               where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, Constraint]:
-    """Re-order each query's VR-RAG species list by the memory's logic state against the parsed constraint, under
-    graph.constraint (which `--strength` overrides)."""
+@dataclass
+class _Memory:
+    """A `--where` constraint resolved against the polarized memory: concept indices and species incidence."""
+
+    constraint: Constraint
+    inputs: GraphInputs
+    has: sp.csr_matrix
+    not_has: sp.csr_matrix
+    q_pos: list[int]
+    q_neg: list[int]
+
+
+def _memory_for(ws: Workspace, params: Params, root: Path, where: str) -> _Memory:
+    """Parse the constraint and build the configured memory (graph.* with `--strength` as graph.constraint); runs
+    before any query is encoded, so a constraint naming no concept or a missing graph stage fails first."""
     gp = params.graph
     inputs = graph_inputs(ws, domain_for(params))
     parsed = parse_text(where, inputs.vocab)
@@ -86,13 +98,17 @@ def _constrain(ws: Workspace, params: Params, root: Path, species: np.ndarray, s
     has, not_has = species_memory(inputs, ws.anchors["candidate_id"].tolist(), scores, memory_proposer(params, inputs),
                                   gp.kappa, gp.critical_completion)
     index = {c.id: j for j, c in enumerate(inputs.vocab)}
-    q_pos, q_neg = [index[c] for c in parsed.q_pos], [index[c] for c in parsed.q_neg]
-    cand = inputs.species_index(species)
-    states = candidate_states(cand, has, not_has, [q_pos] * len(cand), [q_neg] * len(cand))
-    st = gp.strength()
-    order = reorder(states, np.where(cand >= 0, s, -np.inf), st, gp.adaptive_temperature)
+    constraint = Constraint(where, list(parsed.q_pos), list(parsed.q_neg), gp.strength().label())
+    return _Memory(constraint, inputs, has, not_has, [index[c] for c in parsed.q_pos], [index[c] for c in parsed.q_neg])
+
+
+def _constrain(memory: _Memory, params: Params, species: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Re-order each query's VR-RAG species list by the memory's logic state against the constraint."""
+    cand = memory.inputs.species_index(species)
+    states = candidate_states(cand, memory.has, memory.not_has, [memory.q_pos] * len(cand), [memory.q_neg] * len(cand))
+    order = reorder(states, np.where(cand >= 0, s, -np.inf), params.graph.strength(), params.graph.adaptive_temperature)
     take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
-    return take(species), take(s), take(states), Constraint(where, list(parsed.q_pos), list(parsed.q_neg), st.label())
+    return take(species), take(s), take(states)
 
 
 def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | None, out: Path,
@@ -105,6 +121,7 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     if missing:
         raise ValueError(f"the catalog has no features for {missing}; add them to encoders.image and run `dvc repro embed`")
     q = read_query_folder(folder, ws.species, labels)
+    memory = _memory_for(ws, params, root, where) if where else None
     quarantine = Quarantine(out / "quarantine")
     feats, ok = {}, np.ones(len(q), bool)
     for i, name in enumerate(needed):
@@ -119,8 +136,8 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     ranking = vr.rank(vr.candidates(prepare_queries(feats, catalog, rp.center, rp.min_center_batch)), rp.lam, max(rp.r, 10))
     species, s = ranking.species_ids, ranking.s
     states, constraint = np.zeros(species.shape, np.int8), None
-    if where:
-        species, s, states, constraint = _constrain(ws, params, root, species, s, where)
+    if memory is not None:
+        (species, s, states), constraint = _constrain(memory, params, species, s), memory.constraint
     names = ws.species.set_index("species_id")["name"]
     gold = q["species_id"].fillna(-1).astype(int).to_numpy()
     ranks = gold_ranks(species, gold)
