@@ -44,8 +44,8 @@ def test_species_incidence_and_completion():
     has, not_has = g.species_incidence(np.array([11, 10]))
     assert has.toarray().tolist() == [[True, True, False], [True, False, False]]  # species 11: any of nodes b, c
     assert not_has.toarray().tolist() == [[True, False, True], [False, True, False]]
-    full = g.completed()  # node b's unproposed "fire" (score 0.9 > τ + δ = 0.6) becomes HAS
-    assert full.states[1, 2] == HAS and full.proposed.all() and (full.states[0] == g.states[0]).all()
+    as_proposed = g.memory(np.array([11, 10]), kappa=0.5, completion=False)
+    assert (as_proposed.has == has.toarray()).all() and (as_proposed.not_has == not_has.toarray()).all()
 
 
 def test_quality_and_stats_hand_computed():

@@ -99,26 +99,30 @@ class Strength:
         return f"soft (p={self.penalty:g})" if self.mode == "soft" else f"adaptive (p_max={self.penalty:g})"
 
 
-def reorder(states: np.ndarray, s: np.ndarray, strength: Strength, temperature: float = 0.02) -> np.ndarray:
-    """Column order per row; padding (-inf s) stays last in every mode."""
-    L = s.shape[1]
+def sort_keys(states: np.ndarray, s: np.ndarray, strength: Strength, temperature: float = 0.02) -> tuple[np.ndarray, ...]:
+    """The order's keys, most significant first, larger first: ⟨s_log, s⟩ for hard, one fused key otherwise. Padding
+    (-inf s) is below everything in every mode. Ranks read these keys for pessimistic ties."""
     pad = ~np.isfinite(s)
     base = np.where(pad, -np.inf, s)
-    ties = np.broadcast_to(np.arange(L), s.shape)
     if strength.mode == "hard":  # lexicographic ⟨s_log, s⟩, exact; padding below every state
-        return np.lexsort((ties, -base, -np.where(pad, -2, states)), axis=1)
+        return (np.where(pad, -2, states).astype(np.float64), base)
     if strength.mode == "none":
-        key = base
-    elif strength.mode == "soft":
-        key = np.where(pad, -np.inf, base + strength.penalty * states)
-    elif strength.mode == "adaptive":
+        return (base,)
+    if strength.mode == "soft":
+        return (np.where(pad, -np.inf, base + strength.penalty * states),)
+    if strength.mode == "adaptive":
         if strength.penalty is None:
             raise ValueError("adaptive strength without p_max: use Strength.with_adaptive_max(graph.adaptive_max_penalty)")
         p = strength.penalty * ambiguity(s, temperature)[:, None]
-        key = np.where(pad, -np.inf, base + p * states)
-    else:
-        raise ValueError(strength.mode)
-    return np.lexsort((ties, -key), axis=1)
+        return (np.where(pad, -np.inf, base + p * states),)
+    raise ValueError(strength.mode)
+
+
+def reorder(states: np.ndarray, s: np.ndarray, strength: Strength, temperature: float = 0.02) -> np.ndarray:
+    """Column order per row by `sort_keys`; equal keys keep their VR-RAG position."""
+    ties = np.broadcast_to(np.arange(s.shape[1]), s.shape)
+    keys = sort_keys(states, s, strength, temperature)
+    return np.lexsort((ties, *(-k for k in reversed(keys))), axis=1)
 
 
 def conflict_at_k(conflicting: np.ndarray, order: np.ndarray, valid: np.ndarray, k: int = 3) -> float:
@@ -128,10 +132,3 @@ def conflict_at_k(conflicting: np.ndarray, order: np.ndarray, valid: np.ndarray,
     n = top_v.sum(1)
     share = np.divide((top_c & top_v).sum(1), n, out=np.zeros(len(n)), where=n > 0)
     return float(share.mean()) if len(share) else float("nan")  # no query: undefined, not 0
-
-
-def filter_rate(conflicting: np.ndarray, order: np.ndarray, valid: np.ndarray, k: int = 3) -> float:
-    """Contradiction Filter Rate: of all contradictory candidates in the pool, the share kept out of the top-k."""
-    total = (conflicting & valid).sum()
-    kept = (np.take_along_axis(conflicting & valid, order, 1)[:, :k]).sum()
-    return float(1 - kept / total) if total else float("nan")

@@ -1,8 +1,15 @@
 """Constrained-query evaluation of PolarMem on top of VR-RAG (Conflict@3, Filter Rate, accuracy; Tables 2-3, Fig. 3).
 
 A constrained query = a sprite of species t + Q+ (a concept t truly has) + Q− (a concept t truly lacks but a
-*similar* species does: the first VR-RAG candidate d ≠ t that has a concept t lacks). So each query carries a
-"similar but contradictory" distractor, which is what the constraints are for.
+*similar* species d does). So each query carries a "similar but contradictory" distractor, which is what the
+constraints are for. Two sets, by where d comes from:
+
+- primary: d is the first of t's nearest *catalog* neighbours (artwork ↔ artwork) with a concept t lacks, so the
+  constraints are drawn independently of the ranking being scored;
+- secondary (labelled): d is the first VR-RAG candidate ≠ t with such a concept — tailored to the ranking.
+
+Either way Q+ is a true concept of the target: constraints carry information about the answer, which is why
+the axes also report an oracle memory (the most that information can give) and a random memory.
 
 Two notions of contradiction are reported: by the memory's own states (s_log = −1: what hard retrieval
 guarantees to keep out) and by ground truth (a candidate that truly has a Q− concept or truly lacks a Q+
@@ -14,14 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-import pandas as pd
 
 from polarcatalog.data.concepts import Concept
-from polarcatalog.eval.metrics import gold_ranks, summarize
-from polarcatalog.memory.constraints import (CONFLICT, NEUTRAL, Strength, candidate_states, conflict_at_k, filter_rate,
-                                             query_matrix, reorder)
+from polarcatalog.eval.metrics import gold_ranks
+from polarcatalog.memory.constraints import CONFLICT, NEUTRAL, Strength, reorder, sort_keys
+from polarcatalog.memory.memories import Memory, oracle_memory, states
 from polarcatalog.memory.partition import partition
 from polarcatalog.memory.propose import Proposer
+from polarcatalog.vectors import l2_normalise
 
 CONSTRAINT_GROUPS = ("type", "colour", "shape")
 
@@ -60,59 +67,79 @@ def make_constrained_queries(target: np.ndarray, cand: np.ndarray, truth: np.nda
     return ConstrainedQueries(np.array(rows, int), pos, neg, np.array(dis, int), text)
 
 
+def catalog_neighbours(anchor_x: np.ndarray, anchor_species: np.ndarray, n_species: int, n: int = 10) -> np.ndarray:
+    """[S, n] each catalog species' nearest other species by artwork similarity (cosine of the species' mean anchor
+    features): the look-alikes a constrained query's Q− is drawn from, without looking at any ranking that is scored."""
+    sums = np.zeros((n_species, anchor_x.shape[1]))
+    np.add.at(sums, anchor_species, anchor_x)
+    means = l2_normalise(sums - sums.mean(0))
+    sim = means @ means.T
+    np.fill_diagonal(sim, -np.inf)
+    return np.argsort(-sim, axis=1, kind="stable")[:, : min(n, max(n_species - 1, 0))]
+
+
 def gt_conflicts(cand: np.ndarray, truth: np.ndarray, q_pos: list[list[int]], q_neg: list[list[int]]) -> np.ndarray:
-    """[Q, L]: the candidate truly has a Q− concept or truly lacks a Q+ concept."""
-    c = np.maximum(cand, 0)
-    out = np.zeros(cand.shape, bool)
-    for q in range(len(cand)):  # Q x (|Q+|+|Q−|) gathers; the candidate axis is vectorised
-        t = truth[c[q]]
-        out[q] = t[:, q_neg[q]].any(1) | (~t[:, q_pos[q]]).any(1)
-    return out & (cand >= 0)
+    """[Q, L]: the candidate truly has a Q− concept or truly lacks a Q+ concept (ground truth as a memory)."""
+    return states(oracle_memory(truth), cand, q_pos, q_neg) == CONFLICT
 
 
-def evaluate_strengths(cand: np.ndarray, s: np.ndarray, target: np.ndarray, cq: ConstrainedQueries, has, not_has,
-                       truth: np.ndarray, strengths: list[Strength], k: int = 3, temperature: float = 0.02,
-                       extra: tuple[list[list[int]], list[list[int]]] | None = None) -> pd.DataFrame:
-    """One row per constraint strength. cand/s: the VR-RAG candidates (species indices, fused scores) of cq.rows.
-    `extra` = (Q+, Q−) per query added to the memory check only (the query image's verified concepts); ground-truth
-    conflicts stay defined by the user's constraints."""
+def _per_query_share(flags: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    n = valid.sum(1)
+    return np.divide((flags & valid).sum(1), n, out=np.full(len(n), np.nan), where=n > 0)
+
+
+def evaluate_strengths(cand: np.ndarray, s: np.ndarray, target: np.ndarray, cq: ConstrainedQueries, memory: Memory,
+                       truth: np.ndarray, strengths: list[Strength], k: int = 3, temperature: float = 0.02, pool: int = 10,
+                       extra: tuple[list[list[int]], list[list[int]]] | None = None) -> list[tuple[str, dict[str, np.ndarray]]]:
+    """Per strength, per-query values of every constrained-retrieval metric (rows of `cq`), ready for the protocol's
+    bootstrap. cand / s: the VR-RAG candidates (species indices, fused scores, in VR-RAG order) of every query.
+
+    - Conflict@k: share of contradictory candidates in the final top-k context (by the memory's own states: what
+      hard retrieval guarantees; by ground truth: what a user gets).
+    - Filter rate: of the contradictory candidates in the pre-context pool (the unconstrained top-`pool`), the share
+      kept out of the final top-k (PolarMem: "contradictory candidates excluded from the final context"); per query,
+      NaN when the pool holds none. Both use the same context, per query.
+    - target mRR@1 / R@k: the gold's rank after re-ordering, ties pessimistic on the order's own keys.
+    `extra` = (Q+, Q−) per query added to the memory check only (the query image's own verified concepts);
+    ground-truth conflicts stay defined by the user's constraints."""
     c, sc, tg = cand[cq.rows], s[cq.rows], target[cq.rows]
     q_pos, q_neg = cq.q_pos, cq.q_neg
     if extra is not None:
         q_pos = [sorted(set(p) | set(extra[0][r])) for p, r in zip(q_pos, cq.rows)]
         q_neg = [sorted(set(n) | set(extra[1][r])) for n, r in zip(q_neg, cq.rows)]
-    states = candidate_states(c, has, not_has, q_pos, q_neg)
-    dense = lambda m: m.toarray() if hasattr(m, "toarray") else np.asarray(m)  # noqa: E731
-    edges = dense(has).astype(bool) | dense(not_has).astype(bool)  # [S, C]: the memory states something
-    asked = (query_matrix(q_pos, edges.shape[1]) + query_matrix(q_neg, edges.shape[1])).toarray() > 0  # [Q, C]
+    st = states(memory, c, q_pos, q_neg)
     valid = c >= 0
-    mem_conflict = (states == CONFLICT) & valid
-    gt_conflict = gt_conflicts(c, truth, cq.q_pos, cq.q_neg)
+    mem_conflict = (st == CONFLICT) & valid
+    gt_conflict = gt_conflicts(c, truth, cq.q_pos, cq.q_neg) & valid
     enough = ((~mem_conflict) & valid).sum(1) >= k
-    rows = []
-    for st in strengths:
-        order = reorder(states, sc, st, temperature)
-        ranked = np.take_along_axis(c, order, 1)
-        top, top_ok = ranked[:, :k], ranked[:, :k] >= 0
-        top_states = np.take_along_axis(states, order, 1)[:, :k]
-        m = summarize(gold_ranks(ranked, tg), mrr_ks=(1, 5), recall_ks=(1, k))
-        rows.append({
-            "strength": st.label(),
-            f"Conflict@{k} (memory)": conflict_at_k(mem_conflict, order, valid, k),
-            f"Conflict@{k} (memory, >= {k} compatible)": conflict_at_k(mem_conflict[enough], order[enough], valid[enough], k),
-            f"Conflict@{k} (ground truth)": conflict_at_k(gt_conflict, order, valid, k),
-            "Filter rate (memory)": filter_rate(mem_conflict, order, valid, k),
-            "Filter rate (ground truth)": filter_rate(gt_conflict, order, valid, k),
-            "target mRR@1": m["mRR@1"], f"target R@{k}": m[f"R@{k}"],
-            # PolarMem B.2 usage: share of the vocabulary whose edge on a retrieved top-k node decided some query's
-            # state (the concept was one of that query's constraints), and per query the share of top-k candidates
-            # whose state the memory decided (not NEUTRAL: an edge on one of the query's concepts exists)
-            f"concepts activated in top-{k}": float(((edges[np.maximum(top, 0)] & top_ok[..., None]).any(1) & asked).any(0).mean()),
-            f"constraint activation@{k}": float(((top_states != NEUTRAL) & top_ok).sum(1).astype(float).sum()
-                                                / max(int(top_ok.sum()), 1)),
-            "queries": int(len(c)),
-        })
-    return pd.DataFrame(rows)
+    in_pool = valid & (np.arange(c.shape[1])[None, :] < pool)  # columns are in VR-RAG order
+    out = []
+    for strength in strengths:
+        order = reorder(st, sc, strength, temperature)
+        position = np.argsort(order, axis=1)  # where each candidate ends up
+        in_context = position < k
+        take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
+        ranked = take(c)
+        ranks = gold_ranks(ranked, tg, tuple(take(key) for key in sort_keys(st, sc, strength, temperature)))
+        top_valid = take(valid)[:, :k]
+
+        def filtered(conflict: np.ndarray) -> np.ndarray:
+            pooled = conflict & in_pool
+            return 1.0 - _per_query_share(pooled & in_context, pooled)
+
+        values = {
+            f"Conflict@{k} (memory)": _per_query_share(take(mem_conflict)[:, :k], top_valid),
+            f"Conflict@{k} (memory, >= {k} compatible)": np.where(enough, _per_query_share(take(mem_conflict)[:, :k], top_valid), np.nan),
+            f"Conflict@{k} (ground truth)": _per_query_share(take(gt_conflict)[:, :k], top_valid),
+            "Filter rate (memory)": filtered(mem_conflict),
+            "Filter rate (ground truth)": filtered(gt_conflict),
+            "target mRR@1": (ranks <= 1).astype(np.float64),
+            f"target R@{k}": (ranks <= k).astype(np.float64),
+            # PolarMem B.2 usage: per query, the share of the top-k context whose state the memory decided
+            f"constraint activation@{k}": _per_query_share(take(st != NEUTRAL)[:, :k], top_valid),
+        }
+        out.append((strength.label(), values))
+    return out
 
 
 def covered(cq: ConstrainedQueries, proposed: np.ndarray, target: np.ndarray, species_nodes: dict[int, list[int]]) -> np.ndarray:

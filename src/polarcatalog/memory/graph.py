@@ -17,7 +17,8 @@ import scipy.sparse as sp
 
 from polarcatalog.data.concepts import Concept
 from polarcatalog.memory.inputs import GraphInputs
-from polarcatalog.memory.partition import HAS, NOT_HAS, UNCERTAIN, partition
+from polarcatalog.memory.memories import CompletedMemory, IncidenceMemory, Memory
+from polarcatalog.memory.partition import HAS, NOT_HAS, UNCERTAIN, partition_rows
 from polarcatalog.memory.propose import Proposer
 from polarcatalog.memory.query_parser import parse_text
 from polarcatalog.memory.verifiers.base import Scores
@@ -42,15 +43,14 @@ class PolarGraph:
         """Text nodes (the catalog's chunks) and their ALIGN edges to the concepts they mention."""
         self.text_ids, self.text_species, self.align = list(ids), np.asarray(species), align_edges(texts, self.vocab)
 
-    def completed(self) -> "PolarGraph":
-        """Critical-concept completion: every concept gets the state its score earns under the node's own τ*, δ
-        (as if the query's concepts had been proposed and verified for this node)."""
-        full = np.full(self.states.shape, UNCERTAIN, np.int8)
-        full[self.scores > (self.tau + self.delta)[:, None]] = HAS
-        full[self.scores < (self.tau - self.delta)[:, None]] = NOT_HAS
-        full[self.proposed] = self.states[self.proposed]
-        return PolarGraph(self.vocab, self.visual_ids, self.visual_species, full, np.ones_like(self.proposed), self.scores,
-                          self.text_ids, self.text_species, self.align, self.tau, self.delta)
+    def memory(self, species_ids: np.ndarray, kappa: float, completion: bool) -> Memory:
+        """What constrained retrieval reads: per-species incidence of the edges as proposed or, with critical-concept
+        completion, each query's concepts joining the proposal set before partition (PolarMem §4, Table 2)."""
+        if completion:
+            pos = {s: i for i, s in enumerate(species_ids)}
+            return CompletedMemory(self.scores, self.proposed, np.array([pos.get(s, -1) for s in self.visual_species]),
+                                   len(species_ids), kappa)
+        return IncidenceMemory.of(*self.species_incidence(species_ids))
 
     @property
     def has(self) -> sp.csr_matrix:
@@ -110,12 +110,8 @@ def build_graph(vocab: list[Concept], visual_ids: list[str], visual_species: np.
     """PolarMem's write path: propose (from the global and, for global_local, the local-view scores) -> partition
     each image's proposed global-view scores (its own τ*, δ; Eqs. 2-3) -> HAS / NOT_HAS edges. No text nodes yet."""
     proposed = proposer(scores, local_scores)
-    states = np.zeros(scores.shape, np.int8)
-    tau, delta = np.zeros(len(scores)), np.zeros(len(scores))
-    for v in range(len(scores)):  # one Otsu split per image (its own score distribution), vectorised inside
-        p = partition(scores[v, proposed[v]], kappa)
-        states[v, proposed[v]] = p.states
-        tau[v], delta[v] = p.tau_star, p.delta
+    # each image its own Otsu split over its own proposed scores (NaN = not proposed), all images in one pass
+    states, tau, delta = partition_rows(np.where(proposed, scores, np.nan), kappa)
     return PolarGraph(vocab, list(visual_ids), np.asarray(visual_species), states, proposed, scores, [], np.zeros(0),
                       align_edges([], vocab), tau, delta)
 
@@ -168,8 +164,8 @@ def edge_quality(graph: PolarGraph, truth: np.ndarray) -> dict[str, float]:
 
 
 def species_memory(inputs: GraphInputs, anchor_ids: list[str], scores: Scores, proposer: Proposer, kappa: float,
-                   completion: bool) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-    """A memory (proposer, κ, critical-concept completion or not) as HAS / NOT_HAS incidence per catalog species,
-    rows in `inputs.species_ids` order: what constrained retrieval reads."""
+                   completion: bool) -> Memory:
+    """A memory (proposer, κ, critical-concept completion or not) of the catalog, species in `inputs.species_ids`
+    order: what constrained retrieval reads."""
     g = build_graph(inputs.vocab, anchor_ids, inputs.anchor_species, scores.anchor, proposer, kappa, scores.anchor_local)
-    return (g.completed() if completion else g).species_incidence(inputs.species_ids)
+    return g.memory(inputs.species_ids, kappa, completion)

@@ -15,7 +15,7 @@ Every budgeted strategy proposes exactly N concepts per image, so Proposal Recal
 - `all`: the whole vocabulary (coverage 1 by construction).
 Proposal only decides *which* concepts are verified; the states come from the global-view scores (prompt card
 C12 verifies on the global view). Critical-concept completion (adding the query's own concepts at query time) is
-applied at query time: see `PolarGraph.completed`. A concept outside C_prop gets no edge: its state is
+applied at query time: see `memories.CompletedMemory`. A concept outside C_prop gets no edge: its state is
 unknown, not NOT_HAS.
 """
 

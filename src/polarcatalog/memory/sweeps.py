@@ -1,6 +1,7 @@
 """PolarMem's ablation axes on the constrained queries: constraint strength (Fig. 3 / Table 3) and proposer coverage
 (Table 2). Both read one `PolarSetup`: verifier scores and VR-RAG candidates computed once, each value a re-sort
-(strength) or a re-built memory (coverage), never a re-encoding."""
+(strength) or a re-built memory (coverage), never a re-encoding. Both return the protocol's tidy rows (dev / test,
+per query group, with CIs)."""
 
 from __future__ import annotations
 
@@ -8,91 +9,115 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 
-from polarcatalog.eval.metrics import gold_ranks
-from polarcatalog.memory.constraints import Strength, candidate_states, reorder
+from polarcatalog.eval.protocol import Protocol, fixed_rows, long_rows
+from polarcatalog.memory import memories
+from polarcatalog.memory.constraints import Strength
 from polarcatalog.memory.evaluate import ConstrainedQueries, covered, evaluate_strengths, query_image_concepts
-from polarcatalog.memory.graph import PolarGraph, build_graph, edge_quality, species_memory
+from polarcatalog.memory.graph import PolarGraph, build_graph
 from polarcatalog.memory.inputs import GraphInputs
+from polarcatalog.memory.memories import IncidenceMemory, Memory, oracle_memory, pad_concepts, random_memory
 from polarcatalog.memory.propose import Proposer, ProposerSpec, create_proposer, proposal_recall
 from polarcatalog.memory.verifiers import Scores
 
 
 @dataclass
 class PolarSetup:
-    """What both axes share: graph inputs, verifier scores, VR-RAG candidates, and the configured memory."""
+    """What both axes share: graph inputs, verifier scores, VR-RAG candidates, the constrained query sets and the
+    configured memory."""
 
     inputs: GraphInputs
     anchor_ids: list[str]
     scores: Scores  # verifier scores of catalog images, their local views and query images
-    cand: np.ndarray  # [Q, L] species index of each VR-RAG candidate (-1 = none)
+    cand: np.ndarray  # [Q, L] species index of each VR-RAG candidate (-1 = none), in VR-RAG order
     s: np.ndarray  # [Q, L] fused VR-RAG score
     target: np.ndarray  # [Q] species index of each query
-    queries: ConstrainedQueries
+    queries: ConstrainedQueries  # primary: Q− from the target's catalog look-alikes
+    secondary: ConstrainedQueries  # Q− from the ranking's look-alikes (labelled, tailored to the ranking)
     proposer: Proposer  # graph.proposer / proposer_n
     kappa: float
     completion: bool  # graph.critical_completion
     strength: Strength  # graph.constraint, adaptive p_max bound
     adaptive_max: float
     k: int  # graph.constraint_k: the Conflict@k context
+    pool: int  # graph.filter_pool: the filter rate's pre-context pool
     temperature: float  # graph.adaptive_temperature
-
-    def memory(self) -> tuple[sp.csr_matrix, sp.csr_matrix]:
-        """The configured memory's HAS / NOT_HAS incidence per species."""
-        return species_memory(self.inputs, self.anchor_ids, self.scores, self.proposer, self.kappa, self.completion)
+    seed: int
 
     def graph(self, proposer: Proposer) -> PolarGraph:
         return build_graph(self.inputs.vocab, self.anchor_ids, self.inputs.anchor_species, self.scores.anchor, proposer,
                            self.kappa, self.scores.anchor_local)
 
+    def memory(self, proposer: Proposer | None = None, completion: bool | None = None) -> Memory:
+        """A memory of the catalog (default: the configured proposer and completion)."""
+        completion = self.completion if completion is None else completion
+        return self.graph(proposer or self.proposer).memory(self.inputs.species_ids, self.kappa, completion)
 
-def constraint_axis(setup: PolarSetup, strengths: list[Strength]) -> pd.DataFrame:
-    """One row per strength on the configured memory, then the configured strength again with the query image's own
-    verified concepts as extra constraints."""
-    has, not_has = setup.memory()
+    def controls(self) -> dict[str, Memory]:
+        """The configured memory and its bounds: oracle (edges = ground truth) and random (same density per concept)."""
+        name = "configured" + (" (critical completion)" if self.completion else "")
+        as_proposed = IncidenceMemory.of(*self.graph(self.proposer).species_incidence(self.inputs.species_ids))
+        return {name: self.memory(), "oracle (ground truth)": oracle_memory(self.inputs.truth),
+                "random (same density)": random_memory(as_proposed, self.seed)}
 
-    def table(sts: list[Strength], extra: tuple[list[list[int]], list[list[int]]] | None = None) -> pd.DataFrame:
-        return evaluate_strengths(setup.cand, setup.s, setup.target, setup.queries, has, not_has, setup.inputs.truth,
-                                  sts, setup.k, setup.temperature, extra=extra)
+    def evaluate(self, cq: ConstrainedQueries, memory: Memory, strengths: list[Strength], extra=None):
+        return evaluate_strengths(self.cand, self.s, self.target, cq, memory, self.inputs.truth, strengths, self.k,
+                                  self.temperature, self.pool, extra)
 
-    df = table([st.with_adaptive_max(setup.adaptive_max) for st in strengths])
-    df.insert(0, "spec", [str(st) for st in strengths])
-    row = table([setup.strength], query_image_concepts(setup.scores.query, setup.proposer, setup.kappa))
-    row.insert(0, "spec", f"{setup.strength} + query-image concepts")
-    row["strength"] = row["strength"] + " + query-image concepts"
-    return pd.concat([df, row], ignore_index=True)
+    def asked(self, cq: ConstrainedQueries) -> tuple[np.ndarray, np.ndarray]:
+        """(candidates in the pool, concepts) of the constrained queries: the pairs an edge-quality check reads."""
+        return self.cand[cq.rows][:, : self.pool], pad_concepts([p + n for p, n in zip(cq.q_pos, cq.q_neg)])
 
 
-def coverage_axis(setup: PolarSetup, specs: list[ProposerSpec]) -> pd.DataFrame:
-    """Table 2 layout: Proposal Recall@K, score on covered vs missed queries, overall; score = target accuracy@1
-    under the configured constraint strength, without completion (so that coverage is what varies), plus a final
-    row with critical-concept completion on the configured proposer."""
+def constraint_axis(setup: PolarSetup, strengths: list[Strength], protocol: Protocol) -> pd.DataFrame:
+    """Rows per (constrained set, memory, strength): the primary and secondary sets, the configured memory beside the
+    oracle and random controls, every strength; then the configured strength with the query image's own verified
+    concepts as extra constraints."""
+    bound = [st.with_adaptive_max(setup.adaptive_max) for st in strengths]
+    rows = []
+    controls = setup.controls()
+    for set_name, cq in (("primary: catalog look-alikes", setup.queries), ("secondary: ranking look-alikes", setup.secondary)):
+        pq = protocol.take(cq.rows)
+        for mem_name, memory in controls.items():
+            for label, values in setup.evaluate(cq, memory, bound):
+                rows += long_rows(pq, values, set=set_name, memory=mem_name, strength=label)
+    configured = next(iter(controls))
+    extra = query_image_concepts(setup.scores.query, setup.proposer, setup.kappa)
+    for label, values in setup.evaluate(setup.queries, controls[configured], [setup.strength], extra):
+        rows += long_rows(protocol.take(setup.queries.rows), values, set="primary: catalog look-alikes", memory=configured,
+                          strength=f"{label} + query-image concepts")
+    return pd.DataFrame(rows)
+
+
+def coverage_axis(setup: PolarSetup, specs: list[ProposerSpec], protocol: Protocol) -> pd.DataFrame:
+    """Table 2 layout on the primary constrained set: Proposal Recall@K, score on covered vs missed queries, overall;
+    score = target accuracy@1 under the configured constraint strength, without completion (so that coverage is what
+    varies), plus a final row with critical-concept completion on the configured proposer. Edge quality is measured
+    on the pairs the queries read (pool candidates × constraint concepts)."""
     inputs, cq = setup.inputs, setup.queries
     truth_nodes = inputs.truth_rows(inputs.anchor_species)
     nodes: dict[int, list[int]] = {}
     for v, row in enumerate(inputs.species_index(inputs.anchor_species)):
         nodes.setdefault(int(row), []).append(v)
-    c, sc, tg = setup.cand[cq.rows], setup.s[cq.rows], setup.target[cq.rows]
     configured = ProposerSpec(setup.proposer.strategy, setup.proposer.n)
     settings = [(str(spec), create_proposer(spec, setup.proposer.seed, inputs.groups), False) for spec in specs]
     settings.append((f"{configured} + critical completion", setup.proposer, True))
+    pq = protocol.take(cq.rows)
+    cand, concepts = setup.asked(cq)
     rows = []
     for label, proposer, completion in settings:
         g = setup.graph(proposer)
-        if completion:
-            g = g.completed()
-        has, not_has = g.species_incidence(inputs.species_ids)
-        states = candidate_states(c, has, not_has, cq.q_pos, cq.q_neg)
-        ranks = gold_ranks(np.take_along_axis(c, reorder(states, sc, setup.strength, setup.temperature), 1), tg)
-        hit = ranks <= 1
+        memory = setup.memory(proposer, completion)
+        (_, values), = setup.evaluate(cq, memory, [setup.strength])
+        hit = values["target mRR@1"]
         cov = covered(cq, g.proposed, setup.target, nodes)
-        eq = edge_quality(g, truth_nodes)
-        rows.append({"setting": label, "concepts proposed per image": float(g.proposed.sum(1).mean()),
-                     "Proposal Recall@K": proposal_recall(g.proposed, truth_nodes),
-                     "score (covered)": float(hit[cov].mean()) if cov.any() else float("nan"),
-                     "score (missed)": float(hit[~cov].mean()) if (~cov).any() else float("nan"),
-                     "overall score": float(hit.mean()), "covered queries": float(cov.mean()),
-                     "HAS precision": eq["has_precision"], "HAS recall": eq["has_recall"],
-                     "NOT_HAS precision": eq["not_has_precision"], "NOT_HAS recall": eq["not_has_recall"]})
+        rows += long_rows(pq, {"overall score": hit, "score (covered)": np.where(cov, hit, np.nan),
+                               "score (missed)": np.where(cov, np.nan, hit), "covered queries": cov.astype(np.float64)},
+                          setting=label)
+        eq = memories.edge_quality(memory, cand, concepts, inputs.truth)
+        rows += fixed_rows({"concepts proposed per image": float(g.proposed.sum(1).mean()),
+                            "Proposal Recall@K": proposal_recall(g.proposed, truth_nodes),
+                            "HAS precision": eq["has_precision"], "HAS recall": eq["has_recall"],
+                            "NOT_HAS precision": eq["not_has_precision"], "NOT_HAS recall": eq["not_has_recall"]},
+                           len(g.proposed), setting=label)
     return pd.DataFrame(rows)

@@ -1,0 +1,136 @@
+"""The memories constrained retrieval can read, behind one question: for each query, each candidate species and each
+of the query's concepts, does the memory hold a HAS edge, a NOT_HAS edge, or neither?
+
+- `IncidenceMemory`: HAS / NOT_HAS per species, fixed before any query (the graph as proposed; the controls).
+- `CompletedMemory`: critical-concept completion as PolarMem §4 describes it — the query's concepts join each
+  candidate node's proposal set *before* partition, so τ*, δ are refitted on that set, per query.
+- `oracle_memory` (edges = ground truth: the upper bound a perfect verifier reaches) and `random_memory` (each
+  concept's HAS and NOT_HAS edges moved to random species, same density per concept: the lower bound).
+
+`edge_quality` measures any of them on exactly the (candidate, concept) pairs an evaluation reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import scipy.sparse as sp
+
+from polarcatalog.memory.constraints import CONFLICT, ENTAILMENT, NEUTRAL
+from polarcatalog.memory.partition import HAS, NOT_HAS, partition_rows
+
+
+def pad_concepts(concepts: list[list[int]]) -> np.ndarray:
+    """[Q, m] concept indices, -1 padding (m = the longest list, at least 1)."""
+    m = max([len(c) for c in concepts] + [1])
+    out = np.full((len(concepts), m), -1, np.int64)
+    for q, cs in enumerate(concepts):
+        out[q, : len(cs)] = cs
+    return out
+
+
+class Memory(Protocol):
+    def edges(self, cand: np.ndarray, concepts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(has, not_has), bool [Q, L, m]: candidate cand[q, l] (species index, -1 = padding) and concept concepts[q, j]
+        (-1 = padding; padded entries are False)."""
+        ...
+
+
+def states(memory: Memory, cand: np.ndarray, q_pos: list[list[int]], q_neg: list[list[int]]) -> np.ndarray:
+    """Algorithm 1's s_log [Q, L] from the memory's edges: CONFLICT if a Q+ concept is NOT_HAS or a Q− concept HAS,
+    else ENTAILMENT if a Q+ concept is HAS, else NEUTRAL."""
+    concepts = pad_concepts([list(p) + list(n) for p, n in zip(q_pos, q_neg)])
+    is_pos = np.zeros(concepts.shape, bool)
+    for q, p in enumerate(q_pos):
+        is_pos[q, : len(p)] = True
+    is_neg = (concepts >= 0) & ~is_pos
+    has, not_has = memory.edges(cand, concepts)
+    conflict = (not_has & is_pos[:, None, :]).any(-1) | (has & is_neg[:, None, :]).any(-1)
+    entail = (has & is_pos[:, None, :]).any(-1)
+    out = np.where(conflict, CONFLICT, np.where(entail, ENTAILMENT, NEUTRAL)).astype(np.int8)
+    return np.where(cand >= 0, out, NEUTRAL).astype(np.int8)
+
+
+def _gather(table: np.ndarray, cand: np.ndarray, concepts: np.ndarray) -> np.ndarray:
+    ok = (cand >= 0)[:, :, None] & (concepts >= 0)[:, None, :]
+    return table[np.maximum(cand, 0)[:, :, None], np.maximum(concepts, 0)[:, None, :]] & ok
+
+
+@dataclass
+class IncidenceMemory:
+    has: np.ndarray  # bool [S, C]
+    not_has: np.ndarray  # bool [S, C]
+
+    @classmethod
+    def of(cls, has: sp.spmatrix | np.ndarray, not_has: sp.spmatrix | np.ndarray) -> "IncidenceMemory":
+        dense = lambda m: np.asarray(m.toarray() if hasattr(m, "toarray") else m, bool)  # noqa: E731
+        return cls(dense(has), dense(not_has))
+
+    def edges(self, cand: np.ndarray, concepts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return _gather(self.has, cand, concepts), _gather(self.not_has, cand, concepts)
+
+
+def oracle_memory(truth: np.ndarray) -> IncidenceMemory:
+    """Edges = ground truth: every concept of every species is HAS or NOT_HAS, correctly."""
+    return IncidenceMemory(truth.astype(bool), ~truth.astype(bool))
+
+
+def random_memory(memory: IncidenceMemory, seed: int = 0) -> IncidenceMemory:
+    """Each concept's column of edges moved to a random permutation of the species: per concept, exactly as many HAS
+    and NOT_HAS edges as `memory` holds, carrying no information about which species has it."""
+    rng = np.random.default_rng(seed)
+    S, C = memory.has.shape
+    perm = np.argsort(rng.random((S, C)), axis=0)  # an independent permutation of the species per concept
+    cols = np.arange(C)[None, :]
+    return IncidenceMemory(memory.has[perm, cols], memory.not_has[perm, cols])
+
+
+@dataclass
+class CompletedMemory:
+    """Per query: each candidate's visual nodes re-partitioned over their proposal set ∪ the query's concepts."""
+
+    scores: np.ndarray  # [V, C] verifier scores of the catalog's visual nodes
+    proposed: np.ndarray  # bool [V, C]
+    node_species: np.ndarray  # [V] species index of each node
+    n_species: int
+    kappa: float
+    block: int = 50_000  # (query, candidate, node) rows partitioned per batch
+
+    def edges(self, cand: np.ndarray, concepts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        Q, L = cand.shape
+        m = concepts.shape[1]
+        order = np.argsort(self.node_species, kind="stable")
+        starts = np.searchsorted(self.node_species[order], np.arange(self.n_species + 1))
+        count = np.where(cand >= 0, np.diff(starts)[np.maximum(cand, 0)], 0).ravel()
+        pair = np.repeat(np.arange(Q * L), count)  # one row per (query, candidate, node of that candidate)
+        first = np.repeat(starts[np.maximum(cand.ravel(), 0)], count)
+        node = order[first + (np.arange(len(pair)) - np.repeat(np.cumsum(count) - count, count))]
+        q_of = pair // L
+        has, not_has = np.zeros(Q * L * m, bool), np.zeros(Q * L * m, bool)
+        for lo in range(0, len(pair), self.block):
+            sl = slice(lo, lo + self.block)
+            v, qc = node[sl], concepts[q_of[sl]]  # [R], [R, m]
+            member = self.proposed[v].copy()
+            rows = np.repeat(np.arange(len(v)), m)
+            ok = qc.ravel() >= 0
+            member[rows[ok], qc.ravel()[ok]] = True  # the query's concepts join the proposal set
+            st, _, _ = partition_rows(np.where(member, self.scores[v], np.nan), self.kappa)
+            picked = np.where(qc >= 0, np.take_along_axis(st, np.maximum(qc, 0), 1), 0)  # [R, m]
+            flat = (pair[sl][:, None] * m + np.arange(m)[None, :]).ravel()
+            np.logical_or.at(has, flat, (picked == HAS).ravel())  # a species holds an edge if any of its nodes does
+            np.logical_or.at(not_has, flat, (picked == NOT_HAS).ravel())
+        return has.reshape(Q, L, m), not_has.reshape(Q, L, m)
+
+
+def edge_quality(memory: Memory, cand: np.ndarray, concepts: np.ndarray, truth: np.ndarray) -> dict[str, float]:
+    """HAS / NOT_HAS precision and recall against ground truth over exactly the (candidate, concept) pairs read."""
+    has, not_has = memory.edges(cand, concepts)
+    asked = (cand >= 0)[:, :, None] & (concepts >= 0)[:, None, :]
+    t = _gather(truth.astype(bool), cand, concepts)
+    ratio = lambda a, b: float(a / b) if b else float("nan")  # noqa: E731
+    return {"has_precision": ratio((has & t).sum(), has.sum()), "has_recall": ratio((has & t).sum(), t.sum()),
+            "not_has_precision": ratio((not_has & ~t & asked).sum(), not_has.sum()),
+            "not_has_recall": ratio((not_has & ~t & asked).sum(), (~t & asked).sum()),
+            "pairs": int(asked.sum())}

@@ -1,0 +1,111 @@
+"""The memories constrained retrieval reads: completion as the paper defines it (the query's concepts join the
+proposal set before partition), the oracle and random controls, and the per-query constrained metrics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from polarcatalog.data.concepts import Concept
+from polarcatalog.memory.constraints import CONFLICT, Strength
+from polarcatalog.memory.evaluate import ConstrainedQueries, catalog_neighbours, evaluate_strengths, make_constrained_queries
+from polarcatalog.memory.memories import (CompletedMemory, IncidenceMemory, edge_quality, oracle_memory, pad_concepts,
+                                          random_memory, states)
+from polarcatalog.memory.partition import HAS, NOT_HAS, partition
+
+
+def test_completion_adds_the_query_concepts_to_the_partition_input():
+    # one node, proposed {0, 1, 2}; concept 3 (score 0.55) is unproposed. Alone, the proposed scores split at
+    # τ* = 0.45 with HAS {0.8, 0.9}, NOT_HAS {0.1}; with the query's concept 3 joining, τ* moves and 3 gets a state.
+    scores = np.array([[0.8, 0.9, 0.1, 0.55]])
+    proposed = np.array([[True, True, True, False]])
+    mem = CompletedMemory(scores, proposed, np.array([0]), 1, kappa=0.0)
+    cand = np.array([[0]])
+    before = partition(scores[0, :3], 0.0)
+    after = partition(scores[0, [0, 1, 2, 3]], 0.0)
+    assert before.tau_star != after.tau_star  # the input of the partition changed
+    has, not_has = mem.edges(cand, pad_concepts([[3]]))
+    assert has[0, 0, 0] == (after.states[3] == HAS) and not_has[0, 0, 0] == (after.states[3] == NOT_HAS)
+    assert has[0, 0, 0] or not_has[0, 0, 0]  # verified now; as proposed it has no edge at all
+    plain = IncidenceMemory(np.array([[True, True, False, False]]), np.array([[False, False, True, False]]))
+    assert not plain.edges(cand, pad_concepts([[3]]))[0].any() and not plain.edges(cand, pad_concepts([[3]]))[1].any()
+
+
+def test_completed_memory_equals_a_line_by_line_reference():
+    rng = np.random.default_rng(1)
+    V, C, S, Q, L = 14, 9, 10, 6, 5
+    scores, proposed = rng.random((V, C)), rng.random((V, C)) < 0.4
+    node_species = np.r_[np.arange(S), rng.integers(0, S, V - S)]  # some species own two nodes
+    cand = rng.integers(-1, S, (Q, L))
+    concepts = [list(rng.choice(C, rng.integers(1, 4), replace=False)) for _ in range(Q)]
+    has, not_has = CompletedMemory(scores, proposed, node_species, S, 0.5, block=4).edges(cand, pad_concepts(concepts))
+    for q in range(Q):
+        for l in range(L):
+            for j, c in enumerate(concepts[q]):
+                want_has = want_not = False
+                for v in np.flatnonzero(node_species == cand[q, l]) if cand[q, l] >= 0 else []:
+                    members = sorted(set(np.flatnonzero(proposed[v])) | set(concepts[q]))
+                    st = dict(zip(members, partition(scores[v, members], 0.5).states))
+                    want_has |= st[c] == HAS
+                    want_not |= st[c] == NOT_HAS
+                assert has[q, l, j] == want_has and not_has[q, l, j] == want_not
+
+
+def test_random_memory_keeps_each_concepts_edge_density_and_loses_the_species():
+    rng = np.random.default_rng(0)
+    has = rng.random((200, 12)) < 0.3
+    not_has = (rng.random((200, 12)) < 0.4) & ~has
+    rand = random_memory(IncidenceMemory(has, not_has), seed=3)
+    assert (rand.has.sum(0) == has.sum(0)).all() and (rand.not_has.sum(0) == not_has.sum(0)).all()
+    assert not (rand.has & rand.not_has).any()  # a species' two edges on one concept move together
+    assert (rand.has != has).mean() > 0.2  # but not to the same species
+    assert (random_memory(IncidenceMemory(has, not_has), seed=3).has == rand.has).all()  # seeded
+
+
+def _toy():
+    vocab = [Concept(f"colour:{c}", "colour", c, (c,)) for c in ("red", "blue", "green", "yellow")]
+    truth = np.array([[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 0, 1], [0, 0, 1, 0], [1, 0, 1, 0], [0, 1, 1, 0], [1, 0, 0, 0]], bool)
+    return vocab, truth
+
+
+def test_oracle_memory_has_zero_ground_truth_conflicts_under_hard_when_three_candidates_are_compatible():
+    vocab, truth = _toy()
+    rng = np.random.default_rng(0)
+    Q = 40
+    target = rng.integers(0, len(truth), Q)
+    cand = np.array([rng.permutation(len(truth)) for _ in range(Q)])
+    s = np.sort(rng.random(cand.shape), axis=1)[:, ::-1].copy()
+    cq = make_constrained_queries(target, cand, truth, vocab, seed=0)
+    (_, none), (_, hard) = evaluate_strengths(cand, s, target, cq, oracle_memory(truth), truth,
+                                              [Strength("none"), Strength("hard")], k=3, pool=5)
+    compatible = (~(states(oracle_memory(truth), cand[cq.rows], cq.q_pos, cq.q_neg) == CONFLICT)).sum(1) >= 3
+    assert compatible.any() and (~compatible).any()
+    assert (hard["Conflict@3 (ground truth)"][compatible] == 0).all()
+    assert np.nanmean(hard["Conflict@3 (memory, >= 3 compatible)"]) == 0.0
+    assert np.nanmean(none["Conflict@3 (ground truth)"]) > 0  # the unconstrained context does hold conflicts
+    assert (hard["target mRR@1"] >= none["target mRR@1"]).all()  # the gold is never a conflict under the oracle
+
+
+def test_filter_rate_is_per_query_over_the_unconstrained_pool():
+    vocab, truth = _toy()
+    # gold 0 (red only); query "red, not blue": species 1 and 5 are blue (conflicts), 3 lacks red (conflict)
+    cand = np.array([[1, 0, 3, 2, 5, 6, 4]])
+    s = np.array([[0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3]])
+    cq = ConstrainedQueries(np.array([0]), [[0]], [[1]], np.array([1]), ["red, not blue"])
+    (_, none), (_, hard) = evaluate_strengths(cand, s, np.array([0]), cq, oracle_memory(truth), truth,
+                                              [Strength("none"), Strength("hard")], k=3, pool=5)
+    # pool = first 5: conflicts 1, 3, 5. none keeps 1 and 3 in the top 3: 1 of 3 filtered
+    assert none["Filter rate (ground truth)"][0] == pytest.approx(1 / 3)
+    assert none["Conflict@3 (ground truth)"][0] == pytest.approx(2 / 3)
+    assert hard["Filter rate (ground truth)"][0] == 1.0 and hard["Conflict@3 (ground truth)"][0] == 0.0
+    assert hard["target mRR@1"][0] == 1.0 and none["target mRR@1"][0] == 0.0
+
+
+def test_edge_quality_of_the_evaluated_pairs_and_catalog_neighbours():
+    vocab, truth = _toy()
+    cand, concepts = np.array([[0, 1, -1]]), pad_concepts([[0, 1]])
+    q = edge_quality(oracle_memory(truth), cand, concepts, truth)
+    assert q["has_precision"] == q["has_recall"] == q["not_has_precision"] == q["not_has_recall"] == 1.0 and q["pairs"] == 4
+    x = np.array([[1, 0], [0.9, 0.1], [0, 1], [0.1, 0.9]])
+    nb = catalog_neighbours(x, np.arange(4), 4, n=2)
+    assert nb[:, 0].tolist() == [1, 0, 3, 2]  # each species' nearest other species by artwork features
