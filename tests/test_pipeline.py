@@ -102,7 +102,7 @@ def test_one_mlflow_run_per_stage_with_notebook_and_figures(repo):
     parents, children = _stage_runs(env)
     runs = {r.info.run_name: r for r in parents}
     assert sorted(r.info.run_name for r in parents) == sorted(["fetch", "curate", "embed", "retrieve", "graph", "ablate@lam",
-                                                               "ablate@top_k", "ablate_polar@constraint", "ablate_polar@coverage"])
+                                                               "ablate@top_k", "ablate_polar@constraint", "ablate_polar@coverage", "report"])
     assert all(r.info.status == "FINISHED" for r in parents + children)
     # one child run per ablation value, under its axis
     lam_children = [c for c in children if c.data.tags["mlflow.parentRunId"] == runs["ablate@lam"].info.run_id]
@@ -119,22 +119,59 @@ def test_one_mlflow_run_per_stage_with_notebook_and_figures(repo):
     assert (root / "reports/notebooks/01_curate.ipynb").is_file()
 
 
+def _records(obj, path=""):
+    """Every headline record ({value, ci_low, ci_high, split, ...}) in a metrics file, with its JSON path."""
+    if isinstance(obj, dict):
+        if "ci_low" in obj:
+            yield path, obj
+        for k, v in obj.items():
+            yield from _records(v, f"{path}/{k}")
+
+
 def test_retrieval_table_and_ablation_outputs(repo):
     root, _ = repo
     m = json.loads((root / "reports/retrieval.json").read_text())
     assert m["species"] == N_SPECIES and m["queries"] == 2 * N_SPECIES
+    p = m["protocol"]
+    assert p["dev_species"] + p["test_species"] == N_SPECIES and p["dev_species"] >= 1 and p["test_species"] >= 1
     assert set(m["configured"]) == {"all", "regular", "shiny"}
+    c = m["configured"]["all"]["mRR@1"]
+    assert c["split"] == "test" and c["n"] == p["test_queries"] and c["ci_low"] <= c["value"] <= c["ci_high"]
+    assert m["best_on_dev"]["chosen_on"] == "dev" and m["anchor_scale_px"]["chosen_on"] == "dev"
     # 12 species: anything sensible is far above chance (mRR@1 = 1/12)
-    assert m["best"]["all"]["mRR@1"] > 0.3
+    assert c["value"] > 0.3 > m["chance"]["mRR@1"]
     md = (root / "reports/retrieval.md").read_text()
-    assert "(configured)" in md and "anchors" in md and "multimodal" in md
+    assert "(configured)" in md and "non-transductive" in md and "chance" in md and "multimodal" in md
     audit = pd.read_parquet(root / "data/processed/audit/retrieve_queries.parquet")
-    assert len(audit) == 2 * N_SPECIES and {"s_m", "s_i", "s", "gold_rank"} <= set(audit.columns)
+    assert len(audit) == 2 * N_SPECIES and {"s_m", "s_i", "s", "gold_rank", "split"} <= set(audit.columns)
+    splits = pd.read_parquet(root / "data/processed/splits.parquet")
+    assert audit.groupby("gold_species_id")["split"].nunique().max() == 1  # species-disjoint
+    assert set(splits["split"]) == {"dev", "test"}
     lam = json.loads((root / "reports/ablate_lam.json").read_text())
-    assert lam["values"] == [0.0, 0.5, 1.0] and len(lam["mRR@1"]) == 3
-    top_k = json.loads((root / "reports/ablate_top_k.json").read_text())
-    assert top_k["values"] == [1, 3, 5, 10, 15] and top_k["R@k"] == sorted(top_k["R@k"])  # recall never drops with k
+    assert sorted(lam["test"]["mRR@1"]) == ["0.0", "0.5", "1.0"]
+    assert lam["chosen_on_dev"]["lam"] in (0.0, 0.5, 1.0) and lam["chosen_on_dev"]["configured"] == 0.7
+    lam_plot = pd.read_csv(root / "reports/plots/ablate_lam.csv")
+    assert set(lam_plot["chunks"]) == {"anchors", "multimodal"}  # the paper's setting beside the configured one
+    top_k = pd.read_csv(root / "reports/plots/curve_top_k.csv")
+    assert top_k["k"].tolist() == [1, 3, 5, 10, 15] and top_k["test R@k"].is_monotonic_increasing  # recall never drops with k
+    for name in ("retrieval", "ablate_lam", "ablate_top_k", "ablate_constraint", "ablate_coverage"):
+        records = list(_records(json.loads((root / f"reports/{name}.json").read_text())))
+        assert records and all(r["split"] == "test" for _, r in records), name
+        defined = [r for _, r in records if r["value"] == r["value"]]  # NaN: no test query of that kind at 12 species
+        assert defined and all(r["ci_low"] - 1e-9 <= r["value"] <= r["ci_high"] + 1e-9 for r in defined), name
     for fig in ("ablate_lam", "ablate_top_k", "retrieval_table"):
+        assert (root / f"reports/figures/{fig}.png").stat().st_size > 1000
+
+
+def test_report_stage_writes_the_results_section(repo):
+    root, _ = repo
+    md = (root / "reports/README.md").read_text()
+    for section in ("## Recognition", "## λ", "## Constraints with controls", "oracle", "random", "## Proposer coverage",
+                    "## Graph quality", "## What the embedded models can and cannot show", "code commit `"):
+        assert section in md, section
+    generation = pd.read_csv(root / "reports/plots/generation.csv")
+    assert set(generation["stratum"]) == {"gen 1"} and set(generation["split"]) == {"test"}
+    for fig in ("report_generation", "report_failures"):
         assert (root / f"reports/figures/{fig}.png").stat().st_size > 1000
 
 
@@ -149,15 +186,24 @@ def test_polarized_graph_and_constraint_tables(repo):
     assert {"HAS", "NOT_HAS"} <= relations
     graph = json.loads((root / "reports/graph.json").read_text())
     assert 0 <= graph["edges"]["has_precision"] <= 1 and graph["stats"]["visual_nodes"] >= N_SPECIES
-    constraint = json.loads((root / "reports/ablate_constraint.json").read_text())
-    rows = {r["spec"]: r for r in constraint["table"]}
+    assert set(graph["evaluated_edges"]) == {"as proposed", "with critical completion"}
+    cons = pd.read_csv(root / "reports/plots/ablate_constraint.csv")
+    assert {"configured (critical completion)", "oracle (ground truth)", "random (same density)"} <= set(cons["memory"])
+    assert {"all", "regular", "shiny"} <= set(cons["queries"]) and set(cons["set"]) == {
+        "primary: catalog look-alikes", "secondary: ranking look-alikes"}
+    at = lambda memory, strength, metric: cons[(cons["memory"] == memory) & (cons["strength"] == strength)  # noqa: E731
+                                               & (cons["metric"] == metric) & (cons["queries"] == "all")
+                                               & (cons["set"] == "primary: catalog look-alikes")]["value"]
     # hard retrieval keeps no memory-conflicting candidate in the top-3 when enough compatible ones exist
-    assert rows["hard"]["Conflict@3 (memory, >= 3 compatible)"] == 0.0
-    assert rows["none"]["Conflict@3 (memory)"] >= rows["hard"]["Conflict@3 (memory)"]
-    coverage = json.loads((root / "reports/ablate_coverage.json").read_text())
-    recall = {r["setting"]: r["Proposal Recall@K"] for r in coverage["table"]}
+    assert (at("configured (critical completion)", "hard", "Conflict@3 (memory, >= 3 compatible)").dropna() == 0).all()
+    assert (at("oracle (ground truth)", "hard", "Conflict@3 (ground truth)") <= at("oracle (ground truth)", "none", "Conflict@3 (ground truth)").to_numpy()).all()
+    constraint = json.loads((root / "reports/ablate_constraint.json").read_text())
+    assert "oracle (ground truth)/hard" in constraint["test"]["target mRR@1"]
+    coverage = pd.read_csv(root / "reports/plots/ablate_coverage.csv")
+    catalog = coverage[coverage["split"] == "catalog"].pivot_table(index="setting", columns="metric", values="value")
+    recall = catalog["Proposal Recall@K"]
     assert recall["all"] == 1.0 and recall["top_n:3"] <= recall["top_n:12"] <= recall["all"]
-    budget = {r["setting"]: r["concepts proposed per image"] for r in coverage["table"]}
+    budget = catalog["concepts proposed per image"]
     for n in (6, 12):  # every strategy at equal K, the local views embedded for every catalog image
         assert budget[f"top_n:{n}"] == budget[f"multi_prompt:{n}"] == budget[f"global_local:{n}"] == n
     with np.load(root / "data/processed/graph/scores.npz") as z:
@@ -171,8 +217,8 @@ def test_changing_a_lambda_value_reruns_only_the_lambda_sweep(repo):
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     out = _sh(["dvc", "repro"], root, env).stdout
     ran = [line for line in out.splitlines() if line.startswith("Running stage")]
-    assert ran == ["Running stage 'ablate@lam':"], out
-    assert json.loads((root / "reports/ablate_lam.json").read_text())["values"] == [0.0, 0.25, 0.5, 1.0]
+    assert ran == ["Running stage 'ablate@lam':", "Running stage 'report':"], out
+    assert sorted(json.loads((root / "reports/ablate_lam.json").read_text())["test"]["mRR@1"]) == ["0.0", "0.25", "0.5", "1.0"]
 
 
 def test_cli_evaluate_on_a_tiny_folder(repo, tmp_path):
@@ -243,7 +289,8 @@ def test_second_repro_does_nothing_and_forced_rerun_is_identical(repo):
     assert "up to date" in _sh(["dvc", "status"], root, env).stdout
     _sh(["dvc", "repro", "--force", "--single-item", "curate"], root, env)
     assert (root / "reports/curation.json").read_bytes() == before  # seeded: identical metrics
-    for stage, metrics in (("embed", "embed.json"), ("graph", "graph.json"), ("ablate@lam", "ablate_lam.json")):
+    for stage, metrics in (("embed", "embed.json"), ("graph", "graph.json"), ("ablate@lam", "ablate_lam.json"),
+                           ("ablate_polar@constraint", "ablate_constraint.json"), ("report", "README.md")):
         before = (root / "reports" / metrics).read_bytes()
         _sh(["dvc", "repro", "--force", "--single-item", stage], root, env)
         assert (root / "reports" / metrics).read_bytes() == before, metrics

@@ -163,6 +163,7 @@ class Retrieval(_Section):
     k: int = Field(5, ge=1)
     lam: float = Field(0.7, ge=0.0, le=1.0)
     center: bool = True
+    query_centre: Literal["batch", "catalog"] = "batch"  # batch: the queries' own mean (transductive); catalog: each query alone
     min_center_batch: int = Field(32, ge=2)
     bridge_folds: int = Field(2, ge=2, le=20)
     bridge_alpha: float = Field(1.0, gt=0.0)
@@ -193,6 +194,7 @@ class Graph(_Section):
     adaptive_temperature: float = Field(0.02, gt=0.0)
     critical_completion: bool = True
     constraint_k: int = Field(3, ge=1)
+    filter_pool: int = Field(10, ge=1)  # the pre-context pool the filter rate is measured over (unconstrained top-n)
     seed: int = Field(0, ge=0)
 
     @model_validator(mode="after")
@@ -209,6 +211,22 @@ class Graph(_Section):
     def strength(self, spec: Strength | None = None) -> Strength:
         """`spec` (default graph.constraint) with the adaptive p_max bound to graph.adaptive_max_penalty."""
         return (spec or self.constraint).with_adaptive_max(self.adaptive_max_penalty)
+
+    @model_validator(mode="after")
+    def _pool_holds_context(self) -> "Graph":
+        if self.filter_pool < self.constraint_k:
+            raise ValueError(f"filter_pool ({self.filter_pool}) must be >= constraint_k ({self.constraint_k}): the filter "
+                             "rate asks which contradictory candidates of the pool stay out of the top-k context")
+        return self
+
+
+class Eval(_Section):
+    """The results protocol: which species choose (dev) and which report (test), and how uncertainty is measured."""
+
+    dev_fraction: float = Field(0.3, gt=0.0, lt=1.0)
+    bootstrap: int = Field(1000, ge=10)  # species-level paired bootstrap resamples
+    confidence: float = Field(0.95, gt=0.5, lt=1.0)
+    seed: int = Field(0, ge=0)
 
 
 class Ablations(_Section):
@@ -247,6 +265,7 @@ class Params(_Section):
     retrieval: Retrieval = Field(default_factory=Retrieval)
     graph: Graph = Field(default_factory=Graph)
     ablations: Ablations = Field(default_factory=Ablations)
+    eval: Eval = Field(default_factory=Eval)
     tracking: Tracking = Field(default_factory=Tracking)
 
     @model_validator(mode="after")

@@ -5,13 +5,23 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def write_json(obj: Any, path: str | Path) -> None:
     """Sorted keys and a trailing newline, so that identical runs write identical bytes (DVC metrics diff cleanly)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(obj, indent=2, sort_keys=True, default=float) + "\n")
+
+
+def write_csv(df: "pd.DataFrame", path: str | Path) -> Path:
+    """A committed data file (DVC plot data): floats rounded to 6 places so reruns write identical bytes."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    df.round(6).to_csv(path, index=False, lineterminator="\n")
+    return Path(path)
 
 
 def sha256_file(path: str | Path) -> str:

@@ -23,5 +23,6 @@ INTERIM = Path("data/interim")
 PROCESSED = Path("data/processed")
 REPORTS = Path("reports")
 FIGURES = REPORTS / "figures"
+PLOTS = REPORTS / "plots"  # the data behind each figure: committed, declared as DVC plots (`dvc plots diff`)
 FEATURES = Path("data/features")
 FEATURE_CACHE = Path("data/cache/features")

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 
 from polarcatalog.app.workflows import catalog_for, domain_for, memory_proposer, query_view, retriever
 from polarcatalog.config import Params
@@ -21,7 +20,9 @@ from polarcatalog.encoders import create_encoder
 from polarcatalog.eval.metrics import gold_ranks, summarize
 from polarcatalog.features.encode import encode_image_files
 from polarcatalog.features.workspace import Workspace, load_workspace
-from polarcatalog.memory.constraints import candidate_states, conflict_at_k, reorder
+from polarcatalog.memory.constraints import conflict_at_k, reorder, sort_keys
+from polarcatalog.memory.memories import Memory
+from polarcatalog.memory.memories import states as memory_states
 from polarcatalog.memory.graph import species_memory
 from polarcatalog.memory.inputs import GraphInputs, graph_inputs
 from polarcatalog.memory.query_parser import parse_text
@@ -74,12 +75,11 @@ class EvaluateResult:
 
 @dataclass
 class _Memory:
-    """A `--where` constraint resolved against the polarized memory: concept indices and species incidence."""
+    """A `--where` constraint resolved against the polarized memory: concept indices and the configured memory."""
 
     constraint: Constraint
     inputs: GraphInputs
-    has: sp.csr_matrix
-    not_has: sp.csr_matrix
+    memory: Memory
     q_pos: list[int]
     q_neg: list[int]
 
@@ -95,20 +95,24 @@ def _memory_for(ws: Workspace, params: Params, root: Path, where: str) -> _Memor
         raise ValueError(f"--where {where!r} names no concept of the vocabulary (e.g. {examples}); "
                          "phrase it like 'a yellow Pokémon that is not an electric type'")
     scores = load_scores(root / "data/processed/graph/scores.npz", inputs.vocab)
-    has, not_has = species_memory(inputs, ws.anchors["candidate_id"].tolist(), scores, memory_proposer(params, inputs),
-                                  gp.kappa, gp.critical_completion)
+    memory = species_memory(inputs, ws.anchors["candidate_id"].tolist(), scores, memory_proposer(params, inputs),
+                            gp.kappa, gp.critical_completion)
     index = {c.id: j for j, c in enumerate(inputs.vocab)}
     constraint = Constraint(where, list(parsed.q_pos), list(parsed.q_neg), gp.strength().label())
-    return _Memory(constraint, inputs, has, not_has, [index[c] for c in parsed.q_pos], [index[c] for c in parsed.q_neg])
+    return _Memory(constraint, inputs, memory, [index[c] for c in parsed.q_pos], [index[c] for c in parsed.q_neg])
 
 
-def _constrain(memory: _Memory, params: Params, species: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Re-order each query's VR-RAG species list by the memory's logic state against the constraint."""
+def _constrain(memory: _Memory, params: Params, species: np.ndarray, s: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+    """Re-order each query's VR-RAG species list by the memory's logic state against the constraint; also the order's
+    keys in the new order (what pessimistic ties compare)."""
     cand = memory.inputs.species_index(species)
-    states = candidate_states(cand, memory.has, memory.not_has, [memory.q_pos] * len(cand), [memory.q_neg] * len(cand))
-    order = reorder(states, np.where(cand >= 0, s, -np.inf), params.graph.strength(), params.graph.adaptive_temperature)
+    states = memory_states(memory.memory, cand, [memory.q_pos] * len(cand), [memory.q_neg] * len(cand))
+    s = np.where(cand >= 0, s, -np.inf)
+    strength, temperature = params.graph.strength(), params.graph.adaptive_temperature
+    order = reorder(states, s, strength, temperature)
     take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
-    return take(species), take(s), take(states)
+    return take(species), take(s), take(states), tuple(take(k) for k in sort_keys(states, s, strength, temperature))
 
 
 def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | None, out: Path,
@@ -133,14 +137,15 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     feats = {n: f[ok] for n, f in feats.items()}
     catalog = catalog_for(ws, rp)
     vr = retriever(catalog, rp)
-    ranking = vr.rank(vr.candidates(prepare_queries(feats, catalog, rp.center, rp.min_center_batch)), rp.lam, max(rp.r, 10))
+    ranking = vr.rank(vr.candidates(prepare_queries(feats, catalog, rp.center, rp.min_center_batch, rp.query_centre)), rp.lam, max(rp.r, 10))
     species, s = ranking.species_ids, ranking.s
-    states, constraint = np.zeros(species.shape, np.int8), None
+    states, constraint, keys = np.zeros(species.shape, np.int8), None, (s,)
     if memory is not None:
-        (species, s, states), constraint = _constrain(memory, params, species, s), memory.constraint
+        species, s, states, keys = _constrain(memory, params, species, s)
+        constraint = memory.constraint
     names = ws.species.set_index("species_id")["name"]
     gold = q["species_id"].fillna(-1).astype(int).to_numpy()
-    ranks = gold_ranks(species, gold)
+    ranks = gold_ranks(species, gold, keys)  # pessimistic ties, like every metric of the pipeline
     top = max(rp.k, 10)
     pred = pd.DataFrame({
         "query_id": q["query_id"],
@@ -166,7 +171,8 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
         in_order = np.broadcast_to(np.arange(species.shape[1]), species.shape)  # lists are already re-ordered
         conflict = conflict_at_k(states == -1, in_order, species >= 0, k)
         found = labelled & (ranks <= species.shape[1])
-        gold_state = states[np.flatnonzero(found), (ranks[found] - 1).astype(int)]
+        position = (species == gold[:, None]).argmax(1)  # where the gold sits (its rank may be pessimistic)
+        gold_state = states[np.flatnonzero(found), position[found]]
         metrics = metrics or {"labelled": None, "queries": len(q)}
         metrics["constraint"] = {"text": constraint.text, "has": constraint.q_pos, "not_has": constraint.q_neg,
                                  "strength": constraint.strength, f"Conflict@{k} (memory)": conflict if len(q) else None,

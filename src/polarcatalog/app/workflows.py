@@ -5,15 +5,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from polarcatalog.config import Params, Retrieval
 from polarcatalog.data.domain import Domain, create_domain
 from polarcatalog.encoders.preprocess import Preprocess
+from polarcatalog.eval.metrics import gold_ranks, per_query
+from polarcatalog.eval.protocol import Protocol
 from polarcatalog.features.embed import EmbedResult, Views, embed_all, resolve_anchor_scale
 from polarcatalog.features.workspace import Workspace
-from polarcatalog.memory.evaluate import make_constrained_queries
+from polarcatalog.memory.evaluate import ConstrainedQueries, catalog_neighbours, make_constrained_queries
+from polarcatalog.memory.graph import PolarGraph
 from polarcatalog.memory.inputs import GraphInputs, graph_inputs
+from polarcatalog.memory.memories import edge_quality, pad_concepts
 from polarcatalog.memory.propose import Proposer, create_proposer
 from polarcatalog.memory.sweeps import PolarSetup
 from polarcatalog.memory.verifiers import Verifier, create_verifier, load_scores
@@ -32,7 +37,8 @@ def query_view(params: Params) -> Preprocess:
 
 
 def embed_views(params: Params, query_paths: list[str]) -> Views:
-    """Anchors scale-matched to the queries (`encoders.anchor_scale`: auto measures `query_paths`), mirrored."""
+    """Anchors scale-matched to the queries (`encoders.anchor_scale`: auto measures `query_paths`), mirrored.
+    The pipeline passes its dev queries only: the scale is chosen on dev, never on the test queries it reports."""
     e = params.encoders
     scale = resolve_anchor_scale(e.anchor_scale, query_paths, params.dataset.seed)
     return Views(Preprocess(e.content_box, scale, e.mirror_anchors), query_view(params), e.local_grid)
@@ -40,7 +46,8 @@ def embed_views(params: Params, query_paths: list[str]) -> Views:
 
 def run_embed(params: Params, processed: Path, out: Path, cache_root: Path) -> EmbedResult:
     e = params.encoders
-    views = embed_views(params, pd.read_parquet(processed / "queries.parquet")["path"].tolist())
+    queries = pd.read_parquet(processed / "queries.parquet").merge(pd.read_parquet(processed / "splits.parquet"), on="species_id")
+    views = embed_views(params, queries.loc[queries["split"] == "dev", "path"].tolist())
     return embed_all(processed, out, cache_root, e.image, e.text, views, e.device, e.batch_size)
 
 
@@ -58,21 +65,33 @@ def retriever(catalog: Catalog, rp: Retrieval) -> VRRAG:
 def run_retrieval(ws: Workspace, catalog: Catalog, rp: Retrieval, k: int | None = None) -> tuple[VRRAG, Candidates, Ranking]:
     """One configuration on the workspace queries; the ranking keeps the full candidate list (k = r)."""
     vr = retriever(catalog, rp)
-    q = prepare_queries({n: ws.query_f[n] for n in query_encoders(rp.ensemble, rp.reranker)}, catalog, rp.center, rp.min_center_batch)
+    q = prepare_queries({n: ws.query_f[n] for n in query_encoders(rp.ensemble, rp.reranker)}, catalog, rp.center, rp.min_center_batch, rp.query_centre)
     cands = vr.candidates(q)
     return vr, cands, vr.rank(cands, rp.lam, k or rp.r)
 
 
+def configured_label(rp: Retrieval) -> str:
+    rerank = f" + re-rank {rp.reranker} λ={rp.lam}" if rp.reranker else ""
+    return f"{'+'.join(rp.ensemble)} · {rp.chunks}{rerank} (configured)"
+
+
+def non_transductive(rp: Retrieval) -> tuple[str, Retrieval]:
+    """The configured pipeline with every query centred alone by the catalog mean: no use of the test batch."""
+    return f"{configured_label(rp).removesuffix(' (configured)')} · catalog-mean centring (non-transductive)", \
+        rp.model_copy(update={"query_centre": "catalog"})
+
+
 def table5_configurations(rp: Retrieval, image_encoders: list[str]) -> list[tuple[str, Retrieval]]:
     """VR-RAG's Table 5 as configurations: chunk type (text / multimodal Eq. 1 / anchors), the re-ranker, single
-    encoders and the score ensemble of every embedded image encoder. Components that hurt stay in."""
+    encoders and the score ensemble of every embedded image encoder, and the configured pipeline without the
+    transductive query-batch centring. Components that hurt stay in. The configured row is always present."""
     ens = list(rp.ensemble)
     name = "+".join(ens)
     rows: list[tuple[str, Retrieval]] = []
     for mode in ("text", "multimodal", "anchors"):
         rows.append((f"{name} · {mode}", rp.model_copy(update={"chunks": mode, "reranker": None})))
     if rp.reranker:
-        rows.append((f"{name} · {rp.chunks} + re-rank {rp.reranker} λ={rp.lam} (configured)", rp))
+        rows.append((configured_label(rp), rp))
     for enc in image_encoders:
         if [enc] != ens:
             rows.append((f"{enc} · anchors", rp.model_copy(update={"ensemble": [enc], "chunks": "anchors", "reranker": None})))
@@ -83,7 +102,23 @@ def table5_configurations(rp: Retrieval, image_encoders: list[str]) -> list[tupl
         if rp.reranker:
             rows.append((f"ensemble {everyone} · anchors + re-rank {rp.reranker} λ={rp.lam}",
                          rp.model_copy(update={"ensemble": list(image_encoders), "chunks": "anchors"})))
+    rows = [(configured_label(rp) if cfg == rp else label, cfg) for label, cfg in rows]
+    if not any(cfg == rp for _, cfg in rows):
+        rows.insert(0, (configured_label(rp), rp))
+    if rp.center and rp.query_centre == "batch":
+        rows.append(non_transductive(rp))
     return rows
+
+
+def protocol_for(ws: Workspace, params: Params) -> Protocol:
+    """dev / test by species (the curate stage's split), query groups = sprite variants, the eval section's bootstrap."""
+    e, q = params.eval, ws.queries
+    return Protocol.of(q["species_id"].to_numpy(), q["split"].to_numpy(), q["variant"].to_numpy(), e.bootstrap, e.seed, e.confidence)
+
+
+def query_values(ranking: Ranking, gold: np.ndarray) -> np.ndarray:
+    """Per-query metric values (RANK_METRICS) of a ranking, pessimistic ties on the fused score."""
+    return per_query(gold_ranks(ranking.species_ids, gold, ranking.s))
 
 
 # -- graph and the PolarMem axes ------------------------------------------------------------------------------
@@ -111,7 +146,29 @@ def polar_setup(ws: Workspace, params: Params, scores_path: Path, ranking: Ranki
         _, _, ranking = run_retrieval(ws, catalog_for(ws, params.retrieval), params.retrieval)
     cand = inputs.species_index(ranking.species_ids)
     target = inputs.species_index(ws.queries["species_id"].to_numpy())
-    cq = make_constrained_queries(target, cand, inputs.truth, inputs.vocab, gp.seed)
-    return PolarSetup(inputs, ws.anchors["candidate_id"].tolist(), scores, cand, ranking.s, target, cq,
+    primary, secondary = constrained_sets(inputs, target, cand, gp.seed)
+    return PolarSetup(inputs, ws.anchors["candidate_id"].tolist(), scores, cand, ranking.s, target, primary, secondary,
                       memory_proposer(params, inputs), gp.kappa, gp.critical_completion, gp.strength(),
-                      gp.adaptive_max_penalty, gp.constraint_k, gp.adaptive_temperature)
+                      gp.adaptive_max_penalty, gp.constraint_k, gp.filter_pool, gp.adaptive_temperature, gp.seed)
+
+
+def evaluated_edge_quality(inputs: GraphInputs, graph: PolarGraph, params: Params) -> pd.DataFrame:
+    """Edge quality of the memory the constraint axis evaluates, with and without critical completion, on the pairs it
+    reads: each primary constrained query's target and look-alike neighbourhood (graph.filter_pool species) × its
+    constraint concepts. Needs no ranking, so the graph stage reports it."""
+    gp = params.graph
+    target = inputs.species_index(inputs.query_species)
+    neighbours = catalog_neighbours(inputs.anchor_x, inputs.species_index(inputs.anchor_species), len(inputs.species_ids))
+    cq = make_constrained_queries(target, neighbours[target], inputs.truth, inputs.vocab, gp.seed)
+    t = target[cq.rows]
+    cand = np.hstack([t[:, None], neighbours[t][:, : max(gp.filter_pool - 1, 0)]])
+    concepts = pad_concepts([p + n for p, n in zip(cq.q_pos, cq.q_neg)])
+    return pd.DataFrame({name: edge_quality(graph.memory(inputs.species_ids, gp.kappa, completion), cand, concepts, inputs.truth)
+                         for name, completion in (("as proposed", False), ("with critical completion", True))}).T
+
+
+def constrained_sets(inputs: GraphInputs, target: np.ndarray, cand: np.ndarray | None, seed: int) -> tuple[ConstrainedQueries, ConstrainedQueries | None]:
+    """(primary, secondary): Q− from the target's catalog look-alikes, and (given a ranking) from the ranking's."""
+    neighbours = catalog_neighbours(inputs.anchor_x, inputs.species_index(inputs.anchor_species), len(inputs.species_ids))
+    primary = make_constrained_queries(target, neighbours[target], inputs.truth, inputs.vocab, seed)
+    return primary, None if cand is None else make_constrained_queries(target, cand, inputs.truth, inputs.vocab, seed)

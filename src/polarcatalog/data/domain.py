@@ -39,6 +39,10 @@ class Domain(Protocol):
         """Where the ground truth comes from, for reports (e.g. catalogued vs measured colours)."""
         ...
 
+    def strata(self, species: pd.DataFrame) -> pd.Series:
+        """A label per species (table order, named) the report breaks accuracy down by (e.g. the Pokémon generation)."""
+        ...
+
 
 DOMAINS: dict[str, Callable[..., Domain]] = {"pokemon": PokemonDomain}
 

@@ -176,3 +176,16 @@ class PokemonDomain:
 
     def truth_notes(self, species: pd.DataFrame) -> dict[str, str]:
         return {"colour_truth": "pokedex" if _with_pokeapi(species) else "measured"}
+
+    def strata(self, species: pd.DataFrame) -> pd.Series:
+        return generation(species["species_id"])
+
+
+# First National Pokédex number of each generation (games: Red/Blue ... Scarlet/Violet).
+GENERATION_STARTS = (1, 152, 252, 387, 494, 650, 722, 810, 906)
+
+
+def generation(species_id: pd.Series) -> pd.Series:
+    """`gen 1` ... `gen 9` from the National Pokédex number."""
+    gen = np.searchsorted(np.array(GENERATION_STARTS), species_id.to_numpy(), side="right")
+    return pd.Series([f"gen {g}" for g in gen], index=species_id.index, name="generation")

@@ -15,7 +15,7 @@ import pandas as pd
 class Workspace:
     species: pd.DataFrame
     anchors: pd.DataFrame
-    queries: pd.DataFrame
+    queries: pd.DataFrame  # with `split`: dev | test, by species (data/processed/splits.parquet)
     chunks: pd.DataFrame
     manifest: dict
     anchor_f: dict[str, np.ndarray]  # encoder name -> [anchors, dim]
@@ -32,7 +32,15 @@ def load_workspace(features: Path, processed: Path) -> Workspace:
     manifest = json.loads(mpath.read_text())
     species = pd.read_parquet(processed / "species.parquet")
     anchors = pd.read_parquet(processed / "anchors.parquet")
+    splits = processed / "splits.parquet"
+    if not splits.is_file():
+        raise FileNotFoundError(f"{splits} is missing: run the curate stage (`dvc repro curate`), which writes the dev/test split")
     queries = pd.read_parquet(processed / "queries.parquet")
+    split = queries["species_id"].map(pd.read_parquet(splits).set_index("species_id")["split"])
+    if split.isna().any():
+        raise ValueError(f"{splits} has no split for species {sorted(queries.loc[split.isna(), 'species_id'].unique())[:5]}; "
+                         "rerun the curate stage")
+    queries = queries.assign(split=split.to_numpy())
     chunks = pd.read_parquet(processed / "chunks.parquet")
     for col, table, ids in (("candidate_id", anchors, "anchor_ids"), ("query_id", queries, "query_ids"), ("chunk_id", chunks, "chunk_ids")):
         if table[col].tolist() != manifest[ids]:

@@ -3,6 +3,7 @@ layout), its markdown, the per-query audit log, and the sweep figures (Figs. 3 a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import matplotlib
@@ -11,24 +12,32 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
-from polarcatalog.eval.metrics import gold_ranks
+from polarcatalog.eval.metrics import RANK_METRICS, chance, gold_ranks
+from polarcatalog.eval.protocol import Protocol, ci_text, diff_text
 from polarcatalog.retrieval.vrrag import Ranking
 
 CAPTIONS = {  # how to read each ablation table (the markdown written by 05_ablate)
-    "lam": "s = λ·s_m + (1−λ)·s_i (VR-RAG Eq. 2): λ = 1 is retrieval only, λ = 0 re-rank only; an interior optimum "
-           "means both similarities carry information (Fig. 3). Rows per query group.\n\n",
-    "top_k": "Recall@k of the species list passed on (Fig. 2): the bound on any reader's accuracy at that k.\n\n",
+    "lam": "s = λ·s_m + (1−λ)·s_i (VR-RAG Eq. 2): λ = 1 is retrieval only, λ = 0 re-rank only. With the configured "
+           "`anchors` chunks, s_m is itself an image similarity, so this curve weighs one CNN's anchor similarity "
+           "against another's: it is not the paper's trade-off. The paper's Fig. 3 setting is the `multimodal` rows "
+           "(s_m from text + image chunks vs the image-only re-rank), swept beside it. An interior optimum means both "
+           "scores carry information. λ is chosen on dev; its test number is reported with a CI.\n\n",
+    "top_k": "Recall@k of the species list passed on (Fig. 2): the bound on any reader's accuracy at that k. Nothing is "
+             "chosen here (recall can only grow with k).\n\n",
 }
 
 
-def audit_table(query_ids: list[str], gold: np.ndarray, ranking: Ranking, keep: int = 10) -> pd.DataFrame:
-    """Per-query evidence: gold, ranked species with each component's score, and the gold's rank."""
-    ranks = gold_ranks(ranking.species_ids, gold)
+def audit_table(queries: pd.DataFrame, ranking: Ranking, keep: int = 10) -> pd.DataFrame:
+    """Per-query evidence: split, gold, ranked species with each component's score, and the gold's rank
+    (pessimistic ties, as every metric)."""
+    gold = queries["species_id"].to_numpy()
+    ranks = gold_ranks(ranking.species_ids, gold, ranking.s)
     top = slice(0, keep)
     return pd.DataFrame({
-        "query_id": query_ids,
+        "query_id": queries["query_id"].tolist(),
+        "split": queries["split"].tolist(),
+        "variant": queries["variant"].tolist(),
         "gold_species_id": gold,
         "gold_rank": ranks,
         "ranked_species_ids": [r[top].tolist() for r in ranking.species_ids],
@@ -38,70 +47,164 @@ def audit_table(query_ids: list[str], gold: np.ndarray, ranking: Ranking, keep: 
     })
 
 
-def table_frame(results: list[tuple[str, Mapping[str, Any], dict[str, dict[str, float]]]], groups: list[str]) -> pd.DataFrame:
-    """`results`: (row label, its configuration {ensemble, chunks, reranker, lam, ...}, metrics per query group)."""
-    rows = []
-    for label, cfg, res in results:
-        row = {"configuration": label, "ensemble": "+".join(cfg["ensemble"]), "chunks": cfg["chunks"],
-               "re-ranker": cfg["reranker"] or "—", "λ": cfg["lam"] if cfg["reranker"] else float("nan")}
-        for g in groups:
-            for m in ("mRR@1", "mRR@5", "mRR@10", "R@10"):
-                row[f"{g} {m}"] = round(100 * res[g][m], 1)
-        rows.append(row)
-    return pd.DataFrame(rows)
+@dataclass
+class Row:
+    """One configuration of the comparison table and its per-query metric values ([Q, len(RANK_METRICS)])."""
+
+    label: str
+    config: Mapping[str, Any]
+    values: np.ndarray
 
 
-def table_figure(table: pd.DataFrame) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(7, 0.45 * len(table) + 1))
-    sns.barplot(table, y="configuration", x="all mRR@1", ax=ax, color="steelblue")
-    ax.set_xlabel("mRR@1 (%), all sprite queries, whole catalog")
-    ax.set_ylabel("")
+def comparison_table(rows: list[Row], protocol: Protocol, baseline: str, n_species: int) -> pd.DataFrame:
+    """VR-RAG Tables 2/5 layout, read the protocol's way: `dev mRR@1` is what choices read; every other column is
+    `test` with its 95 % CI, and each row's difference to the baseline row is paired (* = CI excludes 0). The last
+    row is chance level."""
+    base = next(r for r in rows if r.label == baseline).values
+    m1 = RANK_METRICS.index("mRR@1")
+    out = []
+    for r in rows:
+        cfg = r.config
+        row = {"configuration": r.label, "ensemble": "+".join(cfg["ensemble"]), "chunks": cfg["chunks"],
+               "re-ranker": cfg["reranker"] or "—", "λ": cfg["lam"] if cfg["reranker"] else float("nan"),
+               "dev mRR@1": round(100 * protocol.mean(r.values[:, m1], "dev"), 1),
+               "test mRR@1 [95% CI]": ci_text(protocol.interval(r.values[:, m1])),
+               "Δ vs baseline": "baseline" if r.label == baseline else diff_text(protocol.difference(r.values[:, m1], base[:, m1]))}
+        for g in protocol.group_names[1:]:
+            row[f"test {g} mRR@1"] = round(100 * protocol.interval(r.values[:, m1], group=g).value, 1)
+        for name in ("mRR@10", "R@10"):
+            row[f"test {name}"] = round(100 * protocol.interval(r.values[:, RANK_METRICS.index(name)]).value, 1)
+        out.append(row)
+    c = chance(n_species)
+    out.append({"configuration": "chance (uniform random ranking)", "ensemble": "—", "chunks": "—", "re-ranker": "—",
+                "λ": float("nan"), "dev mRR@1": round(100 * c["mRR@1"], 1), "test mRR@1 [95% CI]": f"{100 * c['mRR@1']:.1f}",
+                "Δ vs baseline": "—", **{f"test {g} mRR@1": round(100 * c["mRR@1"], 1) for g in protocol.group_names[1:]},
+                "test mRR@10": round(100 * c["mRR@10"], 1), "test R@10": round(100 * c["R@10"], 1)})
+    return pd.DataFrame(out)
+
+
+def plot_data(rows: list[Row], protocol: Protocol, baseline: str) -> pd.DataFrame:
+    """The figure's data (a DVC plot, committed): dev mRR@1, test mRR@1 with its CI, and the paired difference to the
+    baseline row with its CI, per configuration."""
+    m1 = RANK_METRICS.index("mRR@1")
+    base = next(r for r in rows if r.label == baseline).values[:, m1]
+    ivs = [protocol.interval(r.values[:, m1]) for r in rows]
+    diffs = [protocol.difference(r.values[:, m1], base) for r in rows]
+    return pd.DataFrame({"configuration": [r.label for r in rows],
+                         "dev mRR@1": [round(protocol.mean(r.values[:, m1], "dev"), 4) for r in rows],
+                         "test mRR@1": [round(iv.value, 4) for iv in ivs],
+                         "ci_low": [round(iv.ci_low, 4) for iv in ivs], "ci_high": [round(iv.ci_high, 4) for iv in ivs],
+                         "delta": [round(d.value, 4) for d in diffs], "delta_low": [round(d.ci_low, 4) for d in diffs],
+                         "delta_high": [round(d.ci_high, 4) for d in diffs]})
+
+
+def table_figure(data: pd.DataFrame, chance_level: float) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(data) + 1))
+    y = np.arange(len(data))
+    ax.barh(y, 100 * data["test mRR@1"], color="steelblue",
+            xerr=[100 * (data["test mRR@1"] - data["ci_low"]), 100 * (data["ci_high"] - data["test mRR@1"])], capsize=3)
+    ax.axvline(100 * chance_level, color="grey", ls=":", label="chance")
+    ax.set_yticks(y, data["configuration"])
+    ax.invert_yaxis()
+    ax.set_xlabel("test mRR@1 (%) with 95% CI, whole catalog")
+    ax.legend(loc="lower right", fontsize=8)
     return fig
+
+
+def retrieval_metrics(rows: list[Row], protocol: Protocol, configured: str, non_transductive: str, n_species: int,
+                      anchor_scale: dict[str, Any], bridge_cosine: dict[str, float]) -> dict[str, Any]:
+    """The retrieve stage's metrics file: headline numbers are `test` with CIs; `best_on_dev` records a choice made on
+    dev and what it gives on test."""
+    by = {r.label: r.values for r in rows}
+    best = max(rows, key=lambda r: protocol.mean(r.values[:, 0], "dev"))
+    test = lambda v, g="all": {m: protocol.interval(v[:, i], group=g).record("test") for i, m in enumerate(RANK_METRICS)}  # noqa: E731
+    return {
+        "protocol": protocol.describe(),
+        "configured": {"all": test(by[configured]), **{g: {"mRR@1": protocol.interval(by[configured][:, 0], group=g).record("test")}
+                                                       for g in protocol.group_names[1:]}},
+        "non_transductive": {"configuration": non_transductive, "mRR@1": protocol.interval(by[non_transductive][:, 0]).record("test")},
+        "best_on_dev": {"configuration": best.label, "chosen_on": "dev", "dev_mRR@1": round(protocol.mean(best.values[:, 0], "dev"), 4),
+                        "mRR@1": protocol.interval(best.values[:, 0]).record("test"),
+                        "delta_vs_configured": protocol.difference(best.values[:, 0], by[configured][:, 0]).record("test")},
+        "anchor_scale_px": anchor_scale,
+        "chance": {k: round(v, 6) for k, v in chance(n_species).items()},
+        "bridge_cosine": {k: round(v, 4) for k, v in bridge_cosine.items()},
+        "queries": int(len(protocol.split)), "species": int(n_species),
+    }
 
 
 def retrieval_markdown(table: pd.DataFrame, metrics: dict, configured: Mapping[str, Any]) -> str:
     """`configured`: the configured pipeline's {ensemble, chunks, reranker, lam, r}."""
-    c, b = metrics["configured"]["all"], metrics["best"]
-    groups = [k for k in metrics["configured"] if k != "all"]
-    per_group = "; ".join(f"{g}: {100 * metrics['configured'][g]['mRR@1']:.1f}" for g in groups)
+    c, b, p = metrics["configured"], metrics["best_on_dev"], metrics["protocol"]
+    groups = [k for k in c if k != "all"]
+    cell = lambda r: f"**{100 * r['value']:.1f}** [{100 * r['ci_low']:.1f}, {100 * r['ci_high']:.1f}]"  # noqa: E731
+    scale = metrics["anchor_scale_px"]
     return "\n".join([
         "# Retrieval: VR-RAG components on the embedded catalog", "",
-        f"{metrics['queries']} sprite queries, each ranked against all {metrics['species']} catalog species "
-        f"(random mRR@10 ≈ {metrics['random_mRR@10']:.4f}). Values in %. Layout of VR-RAG Tables 2 and 5.", "",
+        f"{metrics['queries']} sprite queries of {metrics['species']} species, each ranked against the whole catalog. "
+        f"Protocol: {p['dev_species']} **dev** species ({p['dev_queries']} queries) make every choice; {p['test_species']} "
+        f"**test** species ({p['test_queries']} queries) report it. Values in %, 95 % CIs from a paired bootstrap over "
+        f"species ({p['bootstrap']} resamples; a species' regular and shiny sprites are resampled together). "
+        "Ties are pessimistic: the gold ranks after every species with the same score. Layout of VR-RAG Tables 2 and 5.", "",
         f"**Configured pipeline** (`params.yaml` retrieval: ensemble {'+'.join(configured['ensemble'])}, chunks "
         f"{configured['chunks']}, re-ranker {configured['reranker']}, λ={configured['lam']}, r={configured['r']}): "
-        f"mRR@1 **{100 * c['mRR@1']:.1f}**, mRR@10 {100 * c['mRR@10']:.1f}, R@10 {100 * c['R@10']:.1f} ({per_group}).", "",
-        f"**Best row**: {b['configuration']}: mRR@1 **{100 * b['all']['mRR@1']:.1f}** "
-        f"(" + "; ".join(f"{g}: {100 * b[g]['mRR@1']:.1f}" for g in groups) + ").", "",
+        f"test mRR@1 {cell(c['all']['mRR@1'])}, mRR@10 {cell(c['all']['mRR@10'])}, R@10 {cell(c['all']['R@10'])} "
+        "(" + "; ".join(f"{g}: {cell(c[g]['mRR@1'])}" for g in groups) + ").", "",
+        f"**Best row on dev**: {b['configuration']} (dev mRR@1 {100 * b['dev_mRR@1']:.1f}): test mRR@1 {cell(b['mRR@1'])}, "
+        f"{100 * b['delta_vs_configured']['value']:+.1f} [{100 * b['delta_vs_configured']['ci_low']:+.1f}, "
+        f"{100 * b['delta_vs_configured']['ci_high']:+.1f}] vs the configured pipeline.", "",
         table.to_markdown(index=False), "",
         "Reading the table honestly:",
+        "- `Δ vs baseline` is paired (same test queries, same resamples); `*` marks a difference whose CI excludes 0. "
+        "Anything else is within noise at this test size.",
+        "- **Transductive** (uses the unlabelled test batch): the configured rows centre the queries by their own batch mean "
+        "(`retrieval.query_centre: batch`). The `catalog-mean centring` row centres each query alone by the catalog mean: "
+        "the non-transductive number.",
+        f"- The anchors are shrunk to {scale['value']} px, the median content size of the **dev** queries "
+        f"(`encoders.anchor_scale: {scale['setting']}`); the test queries never chose it.",
         "- `text` rows use the chunk text alone. The embedded encoders have no text tower, so chunk text reaches "
         "their space through a ridge map from MiniLM fitted on other species only (cross-fitted by species folds); "
         f"its held-out cosine to the true anchor means is {', '.join(f'{k}: {v:.3f}' for k, v in metrics['bridge_cosine'].items())}. "
         "It is near chance, and mixing it into the chunk vector (Eq. 1, `multimodal`) costs accuracy here; with "
         "CLIP-like encoders (`open_clip:...`) the text tower is native and Eq. 1 is the paper's setting.",
-        "- Centering per domain, content-box crops and scale-matched, mirrored anchors are on for every row "
-        "(`encoders.*`, `retrieval.center`).",
         "- The configured pipeline's per-query rankings, with s_m, s_i and s, are in `data/processed/audit/retrieve_queries.parquet`.",
         "",
     ])
 
 
-def lambda_figure(df: pd.DataFrame) -> plt.Figure:
-    long = df.melt(id_vars=["lam", "queries"], value_vars=["mRR@1", "mRR@5", "mRR@10"], var_name="metric")
-    fig, ax = plt.subplots(figsize=(6, 3.4))
-    sns.lineplot(long, x="lam", y="value", hue="metric", style="queries", marker="o", ax=ax)
-    ax.set_xlabel("λ  (s = λ·s_m + (1−λ)·s_i)")
-    ax.set_ylabel("mRR")
-    ax.set_title("Impact of varying λ (cf. VR-RAG Fig. 3)")
-    ax.legend(bbox_to_anchor=(1.02, 1), loc="upper left", fontsize=8)
+def _band(ax: plt.Axes, d: pd.DataFrame, x: str, label: str, **style: Any) -> None:
+    d = d.sort_values(x)
+    ax.plot(d[x], d["value"], marker="o", label=label, **style)
+    ax.fill_between(d[x], d["ci_low"], d["ci_high"], alpha=0.2, color=ax.lines[-1].get_color())
+
+
+def lambda_figure(df: pd.DataFrame, configured_chunks: str) -> plt.Figure:
+    """Test mRR@1 with its 95 % CI band against λ: the configured chunks per query group, and the paper's setting
+    (multimodal chunks) beside them."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6), sharey=True)
+    test = df[(df["split"] == "test") & (df["metric"] == "mRR@1")]
+    for g in test["queries"].unique():
+        _band(left, test[(test["chunks"] == configured_chunks) & (test["queries"] == g)], "lam", g)
+    left.set_title(f"configured: {configured_chunks} chunks")
+    for chunks in test["chunks"].unique():
+        _band(right, test[(test["chunks"] == chunks) & (test["queries"] == "all")], "lam", f"{chunks} chunks")
+    right.set_title("paper's setting (multimodal) vs configured, all queries")
+    for ax in (left, right):
+        ax.set_xlabel("λ  (s = λ·s_m + (1−λ)·s_i)")
+        ax.legend(fontsize=8)
+    left.set_ylabel("test mRR@1 (95% CI band)")
+    fig.suptitle("Impact of varying λ (cf. VR-RAG Fig. 3)")
+    fig.tight_layout()
     return fig
 
 
 def top_k_figure(df: pd.DataFrame) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(6, 3.4))
-    sns.lineplot(df, x="k", y="R@k", hue="queries", marker="o", ax=ax)
-    ax.set_ylabel("Recall@k (gold among the k species passed on)")
+    test = df[(df["split"] == "test") & (df["metric"] == "R@k")]
+    for g in test["queries"].unique():
+        _band(ax, test[test["queries"] == g], "k", g)
+    ax.set_xlabel("k (species passed on)")
+    ax.set_ylabel("test Recall@k (95% CI band)")
     ax.set_title("Impact of top-k (cf. VR-RAG Fig. 2; no reader model: retrieval recall)")
-    ax.legend(bbox_to_anchor=(1.02, 1), loc="upper left", fontsize=8)
+    ax.legend(fontsize=8)
     return fig

@@ -1,5 +1,8 @@
 """The λ and top-k sweeps (VR-RAG Figs. 3 and 2). Candidates are computed once per axis; each value is a
-re-sort of the same top-r list, so a sweep point costs a sort, not an encoding or a search."""
+re-sort of the same top-r list, so a sweep point costs a sort, not an encoding or a search.
+
+Both return the protocol's tidy rows (`long_rows`): dev rows are what a choice (the best λ) reads, test rows with
+CIs are what the report shows."""
 
 from __future__ import annotations
 
@@ -8,23 +11,28 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from polarcatalog.eval.metrics import gold_ranks, group_masks, mrr_at_k, recall_at_k, summarize
+from polarcatalog.eval.metrics import gold_ranks, per_query
+from polarcatalog.eval.protocol import Protocol, long_rows
 from polarcatalog.retrieval.vrrag import VRRAG, Candidates
 
+LAMBDA_METRICS = ("mRR@1", "mRR@5", "mRR@10")
 
-def sweep_lambda(vr: VRRAG, cands: Candidates, gold: np.ndarray, groups: Sequence[str], lams: Sequence[float]) -> pd.DataFrame:
-    """One row per (λ, query group) with mRR@1/5/10, R@1/5/10 and accuracy@1."""
-    masks = group_masks(groups)
+
+def sweep_lambda(vr: VRRAG, cands: Candidates, gold: np.ndarray, protocol: Protocol, lams: Sequence[float]) -> pd.DataFrame:
     rows = []
     for lam in lams:
-        ranks = gold_ranks(vr.rank(cands, lam, vr.r).species_ids, gold)
-        rows += [{"lam": lam, "queries": g, **summarize(ranks[mask])} for g, mask in masks.items()]
+        ranking = vr.rank(cands, lam, vr.r)
+        values = per_query(gold_ranks(ranking.species_ids, gold, ranking.s), LAMBDA_METRICS)
+        rows += long_rows(protocol, dict(zip(LAMBDA_METRICS, values.T)), lam=float(lam))
     return pd.DataFrame(rows)
 
 
-def sweep_top_k(vr: VRRAG, cands: Candidates, gold: np.ndarray, groups: Sequence[str], ks: Sequence[int], lam: float) -> pd.DataFrame:
-    """One row per (k, query group): Recall@k of the species list passed on, and mRR@k."""
-    ranks = gold_ranks(vr.rank(cands, lam, max(ks)).species_ids, gold)
-    masks = group_masks(groups)
-    return pd.DataFrame([{"k": k, "queries": g, "R@k": recall_at_k(ranks[mask], k), "mRR@k": mrr_at_k(ranks[mask], k),
-                          "n": int(mask.sum())} for k in ks for g, mask in masks.items()])
+def sweep_top_k(vr: VRRAG, cands: Candidates, gold: np.ndarray, protocol: Protocol, ks: Sequence[int], lam: float) -> pd.DataFrame:
+    """Recall@k of the species list passed on, and mRR@k."""
+    ranking = vr.rank(cands, lam, max(ks))
+    ranks = gold_ranks(ranking.species_ids, gold, ranking.s)
+    rows = []
+    for k in ks:
+        values = per_query(ranks, (f"R@{k}", f"mRR@{k}"))
+        rows += long_rows(protocol, {"R@k": values[:, 0], "mRR@k": values[:, 1]}, k=int(k))
+    return pd.DataFrame(rows)

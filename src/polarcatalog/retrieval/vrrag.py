@@ -90,14 +90,16 @@ def build_catalog(species_ids: np.ndarray, anchor_species: np.ndarray, chunk_spe
     return Catalog(np.asarray(species_ids), c_idx, means, texts, centres, quality)
 
 
-def prepare_queries(queries: dict[str, np.ndarray], catalog: Catalog, center: bool, min_center_batch: int) -> dict[str, np.ndarray]:
-    """Per-domain centering: by the queries' own mean when there are enough of them (label-free, transductive),
-    otherwise by the catalog's mean; then l2-normalised."""
+def prepare_queries(queries: dict[str, np.ndarray], catalog: Catalog, center: bool, min_center_batch: int,
+                    by: str = "batch") -> dict[str, np.ndarray]:
+    """Per-domain centering, then l2-normalised. `by="batch"`: by the queries' own mean when there are at least
+    `min_center_batch` of them (label-free but transductive: the batch being scored shapes every query's vector);
+    otherwise, and with `by="catalog"`, by the catalog's mean (each query on its own)."""
     out = {}
     for name, q in queries.items():
         if not center:
             out[name] = l2_normalise(q)
-        elif len(q) >= min_center_batch:
+        elif by == "batch" and len(q) >= min_center_batch:
             out[name] = l2_normalise(q - q.mean(0))
         else:
             out[name] = l2_normalise(q - catalog.centre[name])
