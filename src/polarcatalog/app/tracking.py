@@ -20,9 +20,9 @@ from typing import Any
 
 import mlflow
 import pandas as pd
-import yaml
 
 from polarcatalog import __version__
+from polarcatalog.app.stages import declaration, dvc_stage
 from polarcatalog.config import Params, flatten
 from polarcatalog.paths import repo_root
 
@@ -125,36 +125,13 @@ class StageRun:
         self.closed = True
 
 
-def _stages(root: Path) -> dict[str, dict[str, Any]]:
-    return yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
-
-
-def dvc_stage(root: Path, notebook: str, item: str | None = None) -> str:
-    """The DVC stage that runs `notebook` (with `item`, for a foreach stage): `03_graph.ipynb` -> `graph`."""
-    found = []
-    for name, stage in _stages(root).items():
-        if f"notebooks/{notebook}" not in stage.get("do", stage)["cmd"]:
-            continue
-        if "foreach" in stage:
-            found += [f"{name}@{item}"] if item in stage["foreach"] else []
-        else:
-            found.append(name)
-    if len(found) != 1:
-        raise ValueError(f"dvc.yaml has {len(found)} stages running notebooks/{notebook}" + (f" for {item!r}" if item else "")
-                         + f": {found}; each notebook (and foreach item) must be exactly one stage")
-    return found[0]
-
-
 def declared_params(root: Path, stage: str, params: Params) -> dict[str, Any]:
     """The params `stage` declares in dvc.yaml (a section, or a dotted key), flattened, with their validated values."""
-    name, _, item = stage.partition("@")
-    entry = _stages(root)[name]
     values = params.model_dump(mode="json")
     out: dict[str, Any] = {}
-    for key in entry.get("do", entry).get("params", []):
+    for key in declaration(root, stage).get("params", []):
         if not isinstance(key, str):
-            raise ValueError(f"dvc.yaml stage {name}: params must be keys of params.yaml, got {key!r}")
-        key = key.replace("${item}", item)
+            raise ValueError(f"dvc.yaml stage {stage.partition('@')[0]}: params must be keys of params.yaml, got {key!r}")
         value: Any = values
         for part in key.split("."):
             value = value[part]
