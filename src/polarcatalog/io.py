@@ -1,17 +1,29 @@
-"""Small file helpers every stage shares: JSON reports, content hashes, file-safe names."""
+"""Small file helpers every stage shares: JSON reports, parquet tables, content hashes, file-safe names."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def write_json(obj: Any, path: str | Path) -> None:
     """Sorted keys and a trailing newline, so that identical runs write identical bytes (DVC metrics diff cleanly)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(obj, indent=2, sort_keys=True, default=float) + "\n")
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """A parquet table a stage reads. Opened by Python's `open`, not by pyarrow's C++ filesystem, so that the read
+    shows up as an `open` audit event, which the read audit (`polarcatalog.app.audit`) records."""
+    import pandas as pd  # heavy: keep `import polarcatalog.io` light
+
+    with open(path, "rb") as f:
+        return pd.read_parquet(f)
 
 
 def sha256_file(path: str | Path) -> str:

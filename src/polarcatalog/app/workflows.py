@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from polarcatalog.config import Params, Retrieval
 from polarcatalog.data.domain import Domain, create_domain
 from polarcatalog.encoders.preprocess import Preprocess
 from polarcatalog.features.embed import EmbedResult, Views, embed_all, resolve_anchor_scale
 from polarcatalog.features.workspace import Workspace
+from polarcatalog.io import read_table
 from polarcatalog.memory.evaluate import make_constrained_queries
 from polarcatalog.memory.inputs import GraphInputs, graph_inputs
 from polarcatalog.memory.propose import Proposer, create_proposer
@@ -40,7 +39,7 @@ def embed_views(params: Params, query_paths: list[str]) -> Views:
 
 def run_embed(params: Params, processed: Path, out: Path, cache_root: Path) -> EmbedResult:
     e = params.encoders
-    views = embed_views(params, pd.read_parquet(processed / "queries.parquet")["path"].tolist())
+    views = embed_views(params, read_table(processed / "queries.parquet")["path"].tolist())
     return embed_all(processed, out, cache_root, e.image, e.text, views, e.device, e.batch_size)
 
 

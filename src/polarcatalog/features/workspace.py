@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from polarcatalog.io import read_table
+
 
 @dataclass
 class Workspace:
@@ -30,10 +32,10 @@ def load_workspace(features: Path, processed: Path) -> Workspace:
     if not mpath.is_file():
         raise FileNotFoundError(f"{mpath} is missing: run the embed stage first (`dvc repro embed`)")
     manifest = json.loads(mpath.read_text())
-    species = pd.read_parquet(processed / "species.parquet")
-    anchors = pd.read_parquet(processed / "anchors.parquet")
-    queries = pd.read_parquet(processed / "queries.parquet")
-    chunks = pd.read_parquet(processed / "chunks.parquet")
+    species = read_table(processed / "species.parquet")
+    anchors = read_table(processed / "anchors.parquet")
+    queries = read_table(processed / "queries.parquet")
+    chunks = read_table(processed / "chunks.parquet")
     for col, table, ids in (("candidate_id", anchors, "anchor_ids"), ("query_id", queries, "query_ids"), ("chunk_id", chunks, "chunk_ids")):
         if table[col].tolist() != manifest[ids]:
             raise ValueError(f"{features}: {ids} do not match {processed}; rerun the embed stage (`dvc repro embed`)")
