@@ -22,6 +22,7 @@ import mlflow
 import pandas as pd
 
 from polarcatalog import __version__
+from polarcatalog.app import audit
 from polarcatalog.app.stages import declaration, dvc_stage
 from polarcatalog.config import Params, flatten
 from polarcatalog.paths import repo_root
@@ -110,6 +111,7 @@ class StageRun:
     def finish(self) -> None:
         if self.closed:
             return
+        audit.finish(self.stage)  # with POLARCATALOG_AUDIT set: writes what the stage read
         self._log_notebook()
         mlflow.end_run("FINISHED")
         self.closed = True
@@ -117,6 +119,7 @@ class StageRun:
     def fail(self, error: BaseException) -> None:
         if self.closed:
             return
+        audit.stop()
         text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         mlflow.set_tag("error", f"{type(error).__name__}: {error}"[:5000])
         mlflow.log_text(text, "error.txt", run_id=self.run_id)
@@ -140,8 +143,8 @@ def declared_params(root: Path, stage: str, params: Params) -> dict[str, Any]:
 
 
 def start_stage(notebook: str, params: Params, executed_notebook: str | None = None, item: str | None = None) -> StageRun:
-    """Open the MLflow run of the notebook's DVC stage, log its declared params and provenance, and arm
-    FAILED-on-exception."""
+    """Open the MLflow run of the notebook's DVC stage, log its declared params and provenance, arm
+    FAILED-on-exception, and (with POLARCATALOG_AUDIT set) start recording what the stage reads (`app.audit`)."""
     root = repo_root()
     stage = dvc_stage(root, notebook, item)
     mlflow.set_tracking_uri(tracking_uri(root))
@@ -152,6 +155,7 @@ def start_stage(notebook: str, params: Params, executed_notebook: str | None = N
     mlflow.log_params(declared_params(root, stage, params))
     stage_run = StageRun(stage, run, root, executed_notebook, params.tracking.log_notebook)
     _arm_ipython(stage_run)
+    audit.start_if_asked(root)  # after this function's own reads of dvc.yaml and params
     return stage_run
 
 
