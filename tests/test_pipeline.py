@@ -19,6 +19,8 @@ import yaml
 from mlflow import MlflowClient
 from PIL import Image
 
+from polarcatalog.app import audit
+from polarcatalog.app.stages import stage_names
 from tests.conftest import ROOT, SHARED_DATA
 
 pytestmark = pytest.mark.slow
@@ -51,7 +53,7 @@ def repo(tmp_path_factory):
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "MLFLOW_TRACKING_URI": f"sqlite:///{repo}/mlflow.db", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", audit.ENV: str(repo.parent / "audit")}
     env.pop("POLARCATALOG_ROOT", None)
     _sh(["git", "init", "-q"], repo, env)
     _sh(["git", "add", "-A"], repo, env)
@@ -73,6 +75,28 @@ def test_processed_tables(repo):
     assert queries.set_index("query_id").loc["regular/bulbasaur", "species_id"] == 1
     anchors = pd.read_parquet(root / "data/processed/anchors.parquet")
     assert set(anchors["species_id"]) == set(species["species_id"])  # every species keeps >= 1 anchor
+
+
+def test_every_stage_reads_only_what_dvc_yaml_declares(repo):
+    """DVC reruns a stage only when what it declares changes: every params key and repository file a stage's
+    notebook read (recorded under POLARCATALOG_AUDIT, see polarcatalog.app.audit) must be declared for it."""
+    root, env = repo
+    records, problems = {}, {}
+    for stage in stage_names(root):
+        path = Path(env[audit.ENV]) / f"{stage}.json"
+        if not path.is_file():  # e.g. the kernel imported another checkout's polarcatalog, without the audit
+            problems[stage] = f"no record at {path}"
+            continue
+        records[stage] = json.loads(path.read_text())
+        missing = {kind: keys for kind, keys in audit.undeclared(root, stage, records[stage]).items() if keys}
+        if missing:
+            problems[stage] = missing
+    assert not problems, "reads that dvc.yaml does not declare for the stage:\n" + "\n".join(
+        f"  {stage}: {missing}" for stage, missing in problems.items())
+    # the records are not vacuous: parquet (io.read_table), numpy and image reads, field reads in the kernel
+    assert {"data/processed/queries.parquet", "data/features/manifest.json"} <= set(records["retrieve"]["files"])
+    assert any(f.endswith(".npy") for f in records["retrieve"]["files"]) and "retrieval.lam" in records["retrieve"]["params"]
+    assert any(f.startswith("data/raw/pokesprite/") for f in records["embed"]["files"])
 
 
 def test_curation_report(repo):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Literal
+from typing import Annotated, Any, Callable, Iterable, Literal
 
 import yaml
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, ValidationError,
@@ -57,9 +57,21 @@ VerifierName = Annotated[str, _name_in(VERIFIERS, "verifier")]
 ProposerName = Annotated[str, _name_in(PROPOSERS, "proposer")]
 
 
+# Set by `polarcatalog.app.audit` while a stage records which params it reads; None otherwise, so that a normal
+# run pays one `is None` check per attribute read of a section.
+on_field_read: Callable[[type[BaseModel], str], None] | None = None
+
+
 class _Section(BaseModel):
     # extra="forbid": a typo in params.yaml must not be silently ignored.
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def __getattribute__(self, name: str) -> Any:
+        """Reports each read of a field (`params.retrieval.lam`) to `on_field_read`, when set. Whole-section reads
+        (`model_dump`, `==`) do not pass through here: the audit can under-count what a stage reads, never over-count."""
+        if on_field_read is not None and name in type(self).model_fields:
+            on_field_read(type(self), name)
+        return super().__getattribute__(name)
 
 
 class Dataset(_Section):

@@ -1,4 +1,4 @@
-"""Small file helpers every stage shares: JSON reports, content hashes, file-safe names."""
+"""Small file helpers every stage shares: JSON reports, parquet tables, content hashes, file-safe names."""
 
 from __future__ import annotations
 
@@ -22,6 +22,15 @@ def write_csv(df: "pd.DataFrame", path: str | Path) -> Path:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     df.round(6).to_csv(path, index=False, lineterminator="\n")
     return Path(path)
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """A parquet table a stage reads. Opened by Python's `open`, not by pyarrow's C++ filesystem, so that the read
+    shows up as an `open` audit event, which the read audit (`polarcatalog.app.audit`) records."""
+    import pandas as pd  # heavy: keep `import polarcatalog.io` light
+
+    with open(path, "rb") as f:
+        return pd.read_parquet(f)
 
 
 def sha256_file(path: str | Path) -> str:

@@ -20,9 +20,10 @@ from typing import Any
 
 import mlflow
 import pandas as pd
-import yaml
 
 from polarcatalog import __version__
+from polarcatalog.app import audit
+from polarcatalog.app.stages import declaration, dvc_stage
 from polarcatalog.config import Params, flatten
 from polarcatalog.paths import repo_root
 
@@ -110,6 +111,7 @@ class StageRun:
     def finish(self) -> None:
         if self.closed:
             return
+        audit.finish(self.stage)  # with POLARCATALOG_AUDIT set: writes what the stage read
         self._log_notebook()
         mlflow.end_run("FINISHED")
         self.closed = True
@@ -117,6 +119,7 @@ class StageRun:
     def fail(self, error: BaseException) -> None:
         if self.closed:
             return
+        audit.stop()
         text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         mlflow.set_tag("error", f"{type(error).__name__}: {error}"[:5000])
         mlflow.log_text(text, "error.txt", run_id=self.run_id)
@@ -125,36 +128,13 @@ class StageRun:
         self.closed = True
 
 
-def _stages(root: Path) -> dict[str, dict[str, Any]]:
-    return yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
-
-
-def dvc_stage(root: Path, notebook: str, item: str | None = None) -> str:
-    """The DVC stage that runs `notebook` (with `item`, for a foreach stage): `03_graph.ipynb` -> `graph`."""
-    found = []
-    for name, stage in _stages(root).items():
-        if f"notebooks/{notebook}" not in stage.get("do", stage)["cmd"]:
-            continue
-        if "foreach" in stage:
-            found += [f"{name}@{item}"] if item in stage["foreach"] else []
-        else:
-            found.append(name)
-    if len(found) != 1:
-        raise ValueError(f"dvc.yaml has {len(found)} stages running notebooks/{notebook}" + (f" for {item!r}" if item else "")
-                         + f": {found}; each notebook (and foreach item) must be exactly one stage")
-    return found[0]
-
-
 def declared_params(root: Path, stage: str, params: Params) -> dict[str, Any]:
     """The params `stage` declares in dvc.yaml (a section, or a dotted key), flattened, with their validated values."""
-    name, _, item = stage.partition("@")
-    entry = _stages(root)[name]
     values = params.model_dump(mode="json")
     out: dict[str, Any] = {}
-    for key in entry.get("do", entry).get("params", []):
+    for key in declaration(root, stage).get("params", []):
         if not isinstance(key, str):
-            raise ValueError(f"dvc.yaml stage {name}: params must be keys of params.yaml, got {key!r}")
-        key = key.replace("${item}", item)
+            raise ValueError(f"dvc.yaml stage {stage.partition('@')[0]}: params must be keys of params.yaml, got {key!r}")
         value: Any = values
         for part in key.split("."):
             value = value[part]
@@ -163,8 +143,8 @@ def declared_params(root: Path, stage: str, params: Params) -> dict[str, Any]:
 
 
 def start_stage(notebook: str, params: Params, executed_notebook: str | None = None, item: str | None = None) -> StageRun:
-    """Open the MLflow run of the notebook's DVC stage, log its declared params and provenance, and arm
-    FAILED-on-exception."""
+    """Open the MLflow run of the notebook's DVC stage, log its declared params and provenance, arm
+    FAILED-on-exception, and (with POLARCATALOG_AUDIT set) start recording what the stage reads (`app.audit`)."""
     root = repo_root()
     stage = dvc_stage(root, notebook, item)
     mlflow.set_tracking_uri(tracking_uri(root))
@@ -175,6 +155,7 @@ def start_stage(notebook: str, params: Params, executed_notebook: str | None = N
     mlflow.log_params(declared_params(root, stage, params))
     stage_run = StageRun(stage, run, root, executed_notebook, params.tracking.log_notebook)
     _arm_ipython(stage_run)
+    audit.start_if_asked(root)  # after this function's own reads of dvc.yaml and params
     return stage_run
 
 

@@ -15,6 +15,7 @@ from polarcatalog.eval.metrics import gold_ranks, per_query
 from polarcatalog.eval.protocol import Protocol
 from polarcatalog.features.embed import EmbedResult, Views, embed_all, resolve_anchor_scale
 from polarcatalog.features.workspace import Workspace
+from polarcatalog.io import read_table
 from polarcatalog.memory.evaluate import ConstrainedQueries, catalog_neighbours, make_constrained_queries
 from polarcatalog.memory.graph import PolarGraph
 from polarcatalog.memory.inputs import GraphInputs, graph_inputs
@@ -46,7 +47,7 @@ def embed_views(params: Params, query_paths: list[str]) -> Views:
 
 def run_embed(params: Params, processed: Path, out: Path, cache_root: Path) -> EmbedResult:
     e = params.encoders
-    queries = pd.read_parquet(processed / "queries.parquet").merge(pd.read_parquet(processed / "splits.parquet"), on="species_id")
+    queries = read_table(processed / "queries.parquet").merge(read_table(processed / "splits.parquet"), on="species_id")
     views = embed_views(params, queries.loc[queries["split"] == "dev", "path"].tolist())
     return embed_all(processed, out, cache_root, e.image, e.text, views, e.device, e.batch_size)
 

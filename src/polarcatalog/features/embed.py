@@ -11,14 +11,13 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 import numpy as np
-import pandas as pd
 
 from polarcatalog.data.images import BadImageError, load_rgb
 from polarcatalog.data.regions import content_box
 from polarcatalog.encoders import EncoderSpec, create_encoder, has_text_tower
 from polarcatalog.encoders.preprocess import Preprocess, local_views
 from polarcatalog.features.encode import encode_image_files, encode_texts
-from polarcatalog.io import safe_name
+from polarcatalog.io import read_table, safe_name
 
 
 @dataclass(frozen=True)
@@ -61,9 +60,9 @@ class EmbedResult:
 
 def embed_all(processed: Path, out: Path, cache_root: Path, image: Sequence[EncoderSpec], text: EncoderSpec | None,
               views: Views, device: str = "auto", batch_size: int = 64) -> EmbedResult:
-    anchors = pd.read_parquet(processed / "anchors.parquet")
-    queries = pd.read_parquet(processed / "queries.parquet")
-    chunks = pd.read_parquet(processed / "chunks.parquet")
+    anchors = read_table(processed / "anchors.parquet")
+    queries = read_table(processed / "queries.parquet")
+    chunks = read_table(processed / "chunks.parquet")
     out.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {"anchor_scale": views.anchor.scale_to, "anchor_views": views.anchor.key(),
                                 "query_views": views.query.key(), "anchor_ids": anchors["candidate_id"].tolist(),

@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from polarcatalog.io import read_table
+
 
 @dataclass
 class Workspace:
@@ -30,18 +32,18 @@ def load_workspace(features: Path, processed: Path) -> Workspace:
     if not mpath.is_file():
         raise FileNotFoundError(f"{mpath} is missing: run the embed stage first (`dvc repro embed`)")
     manifest = json.loads(mpath.read_text())
-    species = pd.read_parquet(processed / "species.parquet")
-    anchors = pd.read_parquet(processed / "anchors.parquet")
+    species = read_table(processed / "species.parquet")
+    anchors = read_table(processed / "anchors.parquet")
     splits = processed / "splits.parquet"
     if not splits.is_file():
         raise FileNotFoundError(f"{splits} is missing: run the curate stage (`dvc repro curate`), which writes the dev/test split")
-    queries = pd.read_parquet(processed / "queries.parquet")
-    split = queries["species_id"].map(pd.read_parquet(splits).set_index("species_id")["split"])
+    queries = read_table(processed / "queries.parquet")
+    split = queries["species_id"].map(read_table(splits).set_index("species_id")["split"])
     if split.isna().any():
         raise ValueError(f"{splits} has no split for species {sorted(queries.loc[split.isna(), 'species_id'].unique())[:5]}; "
                          "rerun the curate stage")
     queries = queries.assign(split=split.to_numpy())
-    chunks = pd.read_parquet(processed / "chunks.parquet")
+    chunks = read_table(processed / "chunks.parquet")
     for col, table, ids in (("candidate_id", anchors, "anchor_ids"), ("query_id", queries, "query_ids"), ("chunk_id", chunks, "chunk_ids")):
         if table[col].tolist() != manifest[ids]:
             raise ValueError(f"{features}: {ids} do not match {processed}; rerun the embed stage (`dvc repro embed`)")

@@ -1,0 +1,56 @@
+"""dvc.yaml, read: which stage runs a notebook, and what each stage declares.
+
+A `foreach` stage is one stage per item, named `<stage>@<item>` as DVC names it, with `${item}` substituted in
+its `do` block. Tracking logs the params a stage declares (`tracking.declared_params`), and the read audit
+(`app.audit`) checks what a stage actually read, against the same declarations.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def _stages(root: Path) -> dict[str, dict[str, Any]]:
+    return yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+
+
+def stage_names(root: Path) -> list[str]:
+    """Every stage of dvc.yaml, `foreach` expanded: `ablate` -> `ablate@lam`, `ablate@top_k`."""
+    return [f"{name}@{item}" if "foreach" in stage else name
+            for name, stage in _stages(root).items() for item in stage.get("foreach", [None])]
+
+
+def dvc_stage(root: Path, notebook: str, item: str | None = None) -> str:
+    """The DVC stage that runs `notebook` (with `item`, for a foreach stage): `03_graph.ipynb` -> `graph`."""
+    found = []
+    for name, stage in _stages(root).items():
+        if f"notebooks/{notebook}" not in stage.get("do", stage)["cmd"]:
+            continue
+        if "foreach" in stage:
+            found += [f"{name}@{item}"] if item in stage["foreach"] else []
+        else:
+            found.append(name)
+    if len(found) != 1:
+        raise ValueError(f"dvc.yaml has {len(found)} stages running notebooks/{notebook}" + (f" for {item!r}" if item else "")
+                         + f": {found}; each notebook (and foreach item) must be exactly one stage")
+    return found[0]
+
+
+def _substitute(value: Any, item: str) -> Any:
+    if isinstance(value, str):
+        return value.replace("${item}", item)
+    if isinstance(value, list):
+        return [_substitute(v, item) for v in value]
+    if isinstance(value, dict):
+        return {_substitute(k, item): _substitute(v, item) for k, v in value.items()}
+    return value
+
+
+def declaration(root: Path, stage: str) -> dict[str, Any]:
+    """The dvc.yaml entry of `stage` (`ablate@lam`: the `do` block with `${item}` = `lam`)."""
+    name, _, item = stage.partition("@")
+    entry = _stages(root)[name]
+    return _substitute(entry["do"], item) if "foreach" in entry else entry
