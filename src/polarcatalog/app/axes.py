@@ -89,12 +89,12 @@ def _coverage(s: Sweep) -> pd.DataFrame:
 
 AXES: dict[str, Axis] = {
     "lam": Axis("lam", "lam", "mRR@1", True, retrieval_report.CAPTIONS["lam"], _lam,
-                lambda df, params: retrieval_report.lambda_figure(df, params.retrieval.chunks)),
+                lambda df, params: retrieval_report.lambda_figure(df, params.retrieval.chunks), (r"mRR@1", r"mRR@10")),
     "top_k": Axis("top_k", "k", "R@k", False, retrieval_report.CAPTIONS["top_k"], _top_k,
-                  lambda df, params: retrieval_report.top_k_figure(df)),
+                  lambda df, params: retrieval_report.top_k_figure(df), (r"R@k",)),
     "constraint": Axis("constraint", "strength", "target mRR@1", False, polar_report.CAPTIONS["constraint"], _constraint,
                        lambda df, params: polar_report.constraint_figure(df, params.graph.constraint_k),
-                       (r"target mRR@1", r"Conflict@\d+ \((memory|ground truth)\)", r"Filter rate \(ground truth\)"),
+                       (r"target mRR@1", r"Conflict@\d+ \(ground truth\)", r"Filter rate \(ground truth\)"),
                        (r"target mRR@1", r"Conflict@\d+ \(ground truth\)", r"Filter rate \(ground truth\)"), ("memory",)),
     "coverage": Axis("coverage", "setting", "overall score", False, polar_report.CAPTIONS["coverage"], _coverage,
                      lambda df, params: polar_report.coverage_figure(df), (r"overall score", r"score \(.*")),
@@ -127,8 +127,8 @@ def _matches(metric: str, patterns: tuple[str, ...]) -> bool:
 
 
 def _record(row: pd.Series) -> dict[str, Any]:
-    return {"value": round(float(row["value"]), 4), "ci_low": round(float(row["ci_low"]), 4),
-            "ci_high": round(float(row["ci_high"]), 4), "n": int(row["n"]), "split": row["split"]}
+    return {"value": round(float(row["value"]), 6), "ci_low": round(float(row["ci_low"]), 6),
+            "ci_high": round(float(row["ci_high"]), 6), "n": int(row["n"]), "split": row["split"]}
 
 
 def _plain(v: Any) -> Any:

@@ -30,7 +30,7 @@ class Interval:
 
     def record(self, split: str) -> dict[str, float | int | str]:
         """The metrics-file form of a headline number: the value, its CI, how many queries, and which split."""
-        return {"value": round(self.value, 4), "ci_low": round(self.ci_low, 4), "ci_high": round(self.ci_high, 4),
+        return {"value": round(self.value, 6), "ci_low": round(self.ci_low, 6), "ci_high": round(self.ci_high, 6),
                 "n": self.n, "split": split}
 
 
