@@ -24,12 +24,19 @@ from polarcatalog.eval.bootstrap import Interval
 from polarcatalog.eval.protocol import Protocol, diff_text, long_rows
 
 
+# What produces the results: the report stage depends on all of these, so a change to any of them reruns it.
+CODE = ("src/polarcatalog", "notebooks", "params.yaml", "pyproject.toml")
+
+
 def code_commit(root: Path) -> str:
-    """The last commit that changed anything but the results themselves (reports/, dvc.lock): committing the results
-    of a run does not change it, so a rerun of the same code writes the same report."""
-    out = subprocess.run(["git", "log", "-1", "--format=%H", "--", ".", ":(exclude)reports", ":(exclude)dvc.lock"],
-                         cwd=root, capture_output=True, text=True)
-    return out.stdout.strip() or "unknown (not a git checkout)"
+    """The last commit that changed the code, notebooks or params (`CODE`). Committing results, tests or docs does not
+    change it, so a fresh clone of the same code rewrites the same report. Commit code before `make repro`: a run on
+    uncommitted code is reported as such (and its report will not match a fresh clone's)."""
+    git = lambda *args: subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()  # noqa: E731
+    commit = git("log", "-1", "--format=%H", "--", *CODE)
+    if not commit:
+        return "unknown (not a git checkout)"
+    return commit + (" + uncommitted changes" if git("status", "--porcelain", "--", *CODE) else "")
 
 
 def load_reports(reports: Path) -> dict[str, Any]:
