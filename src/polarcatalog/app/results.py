@@ -184,10 +184,15 @@ def results_markdown(params: Params, commit: str, m: dict[str, Any], plots: dict
         "Edge precision / recall against ground truth: every edge of the graph, and the pairs the constraint axis reads "
         "(as proposed and with critical completion; [graph.md](graph.md) has statistics and per-stage cost).", "",
         (100 * quality).round(1).to_markdown(), "",
+        "**Cost** (PolarMem Table 7 layout), backend calls per catalog image: "
+        + "; ".join(f"{stage} {calls:g}" for stage, calls in g["backend_calls_per_episode"].items())
+        + ". Time and memory per image vary run to run, so they live in the graph stage's MLflow run, not in committed files.", "",
         "## Per generation and failure cases", "",
-        "Test accuracy@1 of the configured pipeline per generation: `figures/report_generation.png` "
-        "(data: `plots/generation.csv`). The worst test queries beside their gold artwork and top-3: "
+        "Test accuracy@1 of the configured pipeline per generation (data: `plots/generation.csv`; figure "
+        "`figures/report_generation.png`). The worst test queries beside their gold artwork and top-3: "
         "`figures/report_failures.png`.", "",
+        plots["generation"].pivot_table(index="stratum", columns="queries", values="value", sort=False)
+        .mul(100).round(1).reset_index().to_markdown(index=False), "",
         "## What the embedded models can and cannot show", "",
         "The default run uses two small ImageNet CNNs (EfficientNet-Lite0/2) and MiniLM, offline on a CPU. They can show "
         "the method's mechanics and its relative effects with honest uncertainty: the anchor-based retrieval, the visual "
