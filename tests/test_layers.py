@@ -19,7 +19,8 @@ from tests.conftest import ROOT
 
 SRC = ROOT / "src"
 LAYERS: list[list[str]] = [
-    ["polarcatalog", "polarcatalog.paths", "polarcatalog.io", "polarcatalog.device", "polarcatalog.vectors"],
+    ["polarcatalog", "polarcatalog.paths", "polarcatalog.io", "polarcatalog.device", "polarcatalog.vectors",
+     "polarcatalog.progress"],
     ["polarcatalog.data"],
     ["polarcatalog.encoders"],
     ["polarcatalog.curate", "polarcatalog.features"],

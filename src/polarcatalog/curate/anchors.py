@@ -17,10 +17,10 @@ import numpy as np
 import torch
 from PIL import Image
 from scipy.stats import median_abs_deviation
-from tqdm.auto import tqdm
 
 from polarcatalog.device import resolve_device
 from polarcatalog.encoders.efficientnet_lite import IMAGENET_BIRD_CLASSES, EfficientNetEncoder
+from polarcatalog.progress import batches
 from polarcatalog.vectors import l2_normalise
 
 
@@ -110,7 +110,7 @@ class VLMFilter:
         messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": self.question}]}]
         text = self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         out = []
-        for i in tqdm(range(0, len(images), self.batch_size), desc="VLM yes/no", disable=len(images) <= self.batch_size):
+        for i in batches(len(images), self.batch_size, "VLM yes/no"):
             batch = list(images[i : i + self.batch_size])
             enc = self.processor(text=[text] * len(batch), images=batch, return_tensors="pt", padding=True).to(self.device)
             with torch.inference_mode():

@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from PIL import Image
-from tqdm.auto import tqdm
 
 from polarcatalog.curate.anchors import AnchorFilter, precision_recall
 from polarcatalog.curate.articles import compose_article
@@ -19,6 +18,7 @@ from polarcatalog.data.images import BadImageError, Quarantine, load_many, load_
 from polarcatalog.data.pokemon import PokemonDomain, item_icons, load_pokeapi, size_class
 from polarcatalog.data.samples import non_bird_images
 from polarcatalog.io import sha256_file
+from polarcatalog.progress import progress
 
 
 def build_species(domain: PokemonDomain, summarizer: Summarizer, quarantine: Quarantine, *, limit: int | None = None,
@@ -29,7 +29,8 @@ def build_species(domain: PokemonDomain, summarizer: Summarizer, quarantine: Qua
     pokeapi = load_pokeapi(pokeapi_dir).set_index("species_id") if pokeapi_dir else None
     artwork: dict[int, Image.Image] = {}
     colours, articles = [], []
-    for row in tqdm(species.to_dict("records"), desc="articles"):
+    records = species.to_dict("records")
+    for row in progress(records, len(records), "articles", unit="species"):
         try:
             artwork[row["species_id"]] = load_rgb(row["artwork"])
             names = dominant_colours(artwork[row["species_id"]], colour_min_fraction, colour_max_names)

@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 from typing import Protocol, Sequence
 
-from tqdm.auto import tqdm
 
 from polarcatalog.data.colours import COLOUR_TABLE
 from polarcatalog.device import resolve_device
+from polarcatalog.progress import batches
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'“(])")
 _WORD = re.compile(r"[a-zà-ÿ]+", re.IGNORECASE)
@@ -122,7 +122,7 @@ class LLMSummarizer:
         import torch  # heavy: only for the GPU-profile summarizer
 
         out: list[str] = []
-        for i in tqdm(range(0, len(names), self.batch_size), desc="llm summaries", disable=len(names) <= self.batch_size):
+        for i in batches(len(names), self.batch_size, "llm summaries", unit="species"):
             prompts = [self.prompt(n, a) for n, a in zip(names[i : i + self.batch_size], articles[i : i + self.batch_size])]
             enc = self.tokenizer(prompts, return_tensors="pt", padding=True).to(self.device)
             with torch.inference_mode():

@@ -16,9 +16,9 @@ import timm
 import torch
 from PIL import Image
 from torchvision import transforms as T
-from tqdm.auto import tqdm
 
 from polarcatalog.device import resolve_device
+from polarcatalog.progress import batches
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class EfficientNetEncoder:
     def forward(self, images: Sequence[Image.Image], batch_size: int = 32, desc: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Returns (l2-normalised pooled features [n, d], ImageNet softmax [n, 1000])."""
         feats, probs = [], []
-        for i in tqdm(range(0, len(images), batch_size), desc=desc or f"{self.name}", disable=len(images) <= batch_size):
+        for i in batches(len(images), batch_size, desc or self.name):
             x = torch.stack([self.preprocess(im) for im in images[i : i + batch_size]]).to(self.device)
             f = self.model.forward_head(self.model.forward_features(x), pre_logits=True)
             logits = self.model.get_classifier()(f)

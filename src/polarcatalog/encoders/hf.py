@@ -7,10 +7,10 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 from PIL import Image
-from tqdm.auto import tqdm
 from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
 from polarcatalog.device import resolve_device
+from polarcatalog.progress import batches
 
 
 def _pooled(out: Any) -> torch.Tensor:
@@ -32,7 +32,7 @@ class HFEncoder:
     @torch.inference_mode()
     def encode_images(self, images: Sequence[Image.Image], batch_size: int = 64) -> np.ndarray:
         out = []
-        for i in tqdm(range(0, len(images), batch_size), desc=self.id, disable=len(images) <= batch_size):
+        for i in batches(len(images), batch_size, self.id):
             px = self.processor(images=list(images[i : i + batch_size]), return_tensors="pt")["pixel_values"].to(self.device)
             if hasattr(self.model, "get_image_features"):
                 f = _pooled(self.model.get_image_features(pixel_values=px))

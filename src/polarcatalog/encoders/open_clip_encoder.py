@@ -10,9 +10,9 @@ import numpy as np
 import open_clip
 import torch
 from PIL import Image
-from tqdm.auto import tqdm
 
 from polarcatalog.device import resolve_device
+from polarcatalog.progress import batches
 
 
 class OpenClipEncoder:
@@ -33,7 +33,7 @@ class OpenClipEncoder:
     @torch.inference_mode()
     def encode_images(self, images: Sequence[Image.Image], batch_size: int = 64) -> np.ndarray:
         out = []
-        for i in tqdm(range(0, len(images), batch_size), desc=self.id, disable=len(images) <= batch_size):
+        for i in batches(len(images), batch_size, self.id):
             x = torch.stack([self.preprocess(im) for im in images[i : i + batch_size]]).to(self.device)
             out.append(torch.nn.functional.normalize(self.model.encode_image(x).float(), dim=-1).cpu().numpy())
         return np.concatenate(out) if out else np.zeros((0, self.dim), np.float32)

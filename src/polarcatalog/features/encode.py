@@ -1,4 +1,5 @@
-"""Encode image files and texts through the cache: batched, `inference_mode` inside the encoders, tqdm."""
+"""Encode image files and texts through the cache: batched, `inference_mode` inside the encoders, progress on the
+terminal (`polarcatalog.progress`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from polarcatalog.encoders import ImageEncoder, TextEncoder
 from polarcatalog.encoders.preprocess import Preprocess, apply
 from polarcatalog.features.cache import FeatureCache, item_key, text_sha
 from polarcatalog.io import sha256_file
+from polarcatalog.progress import progress
 from polarcatalog.vectors import l2_normalise
 
 
@@ -37,7 +39,7 @@ def encode_image_files(encoder: ImageEncoder, paths: Sequence[str | Path], cache
     todo = np.flatnonzero(~found)
     if len(todo):
         loaded, images = [], []
-        for i in todo:
+        for i in progress(todo, len(todo), f"decode + views ({encoder.id})", unit="img", disable=len(todo) < 2 * batch_size):
             try:
                 images.append(apply(load_rgb(paths[i]), views))
                 loaded.append(i)

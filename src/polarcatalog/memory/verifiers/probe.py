@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 from sklearn.decomposition import PCA
 from sklearn.linear_model import LogisticRegression
-from tqdm.auto import tqdm
 
 from polarcatalog.eval.splits import species_folds
 from polarcatalog.memory.inputs import GraphInputs
 from polarcatalog.memory.verifiers.base import Scores
+from polarcatalog.progress import progress
 
 
 class ProbeVerifier:
@@ -35,7 +35,8 @@ class ProbeVerifier:
             if self.dim and self.dim < min(xt.shape):
                 pca = PCA(self.dim, random_state=self.seed).fit(xt)
                 xt, xs = pca.transform(xt), pca.transform(xs)
-            for j in tqdm(range(train_y.shape[1]), desc=f"probes fold {f}", disable=train_y.shape[1] < 20):
+            for j in progress(range(train_y.shape[1]), train_y.shape[1], f"probes fold {f}", unit="concept",
+                              disable=train_y.shape[1] < 20):
                 y = train_y[tr, j]
                 if y.min() == y.max():
                     out[te, j] = float(y[0]) if len(y) else 0.0

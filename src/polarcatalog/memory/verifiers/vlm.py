@@ -7,13 +7,13 @@ import inspect
 from typing import Sequence
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from polarcatalog.data.images import load_rgb
 from polarcatalog.data.regions import content_box, grid_cell
 from polarcatalog.device import resolve_device
 from polarcatalog.memory.inputs import GraphInputs
 from polarcatalog.memory.verifiers.base import Scores
+from polarcatalog.progress import progress
 
 TEMPLATES = (
     "Does this image show {concept}? Answer Yes or No.",
@@ -49,11 +49,12 @@ class VLMVerifier:
         names = [c.name for c in inputs.vocab]
         cells = [(r, c) for r in range(self.local_grid) for c in range(self.local_grid)]
         anchor, local = [], []
-        for p in tqdm(ws.anchors["path"].tolist(), desc="VLM verify catalog images"):
+        for p in progress(ws.anchors["path"].tolist(), len(ws.anchors), "VLM verify catalog images", unit="img"):
             im = load_rgb(p)  # decoded once for the global view and its local views
             anchor.append(self.scores(im, names))
             local.append([self.scores(grid_cell(content_box(im), self.local_grid, r, c), names) for r, c in cells])
-        query = [self.scores(load_rgb(p), names) for p in tqdm(ws.queries["path"].tolist(), desc="VLM verify queries")]
+        query = [self.scores(load_rgb(p), names)
+                 for p in progress(ws.queries["path"].tolist(), len(ws.queries), "VLM verify queries", unit="img")]
         return Scores(np.stack(anchor), np.stack(query), np.array(local) if self.local_grid else None)
 
     def describe(self, inputs: GraphInputs) -> str:
