@@ -6,7 +6,8 @@ import pytest
 
 from polarcatalog.data.cub import cub_labels, cub_vocabulary
 from polarcatalog.data.pokemon import pokemon_labels, pokemon_vocabulary
-from polarcatalog.memory.constraints import CONFLICT, ENTAILMENT, NEUTRAL, Strength, candidate_states, reorder
+from polarcatalog.memory.constraints import CONFLICT, ENTAILMENT, NEUTRAL, Strength, reorder
+from polarcatalog.memory.memories import IncidenceMemory, states
 from polarcatalog.memory.partition import HAS, NOT_HAS, UNCERTAIN, between_class_variance, otsu, partition
 from polarcatalog.memory.query_parser import parse_structured, parse_text
 from tests.conftest import shared
@@ -55,16 +56,17 @@ def test_algorithm_1_states_on_a_hand_built_graph():
     has = incidence([(0, 0), (0, 1), (1, 0), (2, 2), (3, 3)], 5, 4)
     not_has = incidence([(1, 1), (2, 0), (4, 2)], 5, 4)
     cand = np.array([[0, 1, 2, 3, 4, -1]])
-    states = candidate_states(cand, has, not_has, [[0, 1]], [[2]])
+    memory = IncidenceMemory.of(has, not_has)
+    s_log = states(memory, cand, [[0, 1]], [[2]])
     # v0 has red+wings -> +1; v1 red but NOT wings -> conflict; v2 electric & not red -> conflict;
     # v3 blue only -> neutral; v4 NOT electric, no positive evidence -> neutral; padding -> neutral
-    assert states.tolist() == [[ENTAILMENT, CONFLICT, CONFLICT, NEUTRAL, NEUTRAL, NEUTRAL]]
-    assert candidate_states(cand, has, not_has, [[]], [[]]).tolist() == [[NEUTRAL] * 6]
+    assert s_log.tolist() == [[ENTAILMENT, CONFLICT, CONFLICT, NEUTRAL, NEUTRAL, NEUTRAL]]
+    assert states(memory, cand, [[]], [[]]).tolist() == [[NEUTRAL] * 6]
 
 
 @pytest.mark.parametrize("seed", range(8))
 def test_production_algorithm_1_equals_the_line_by_line_reference(seed):
-    """candidate_states + reorder (hard and soft) against a networkx walk of Algorithm 1, on random graphs."""
+    """memories.states + reorder (hard and soft) against a networkx walk of Algorithm 1, on random graphs."""
     rng = np.random.default_rng(seed)
     S, C, Q, L = int(rng.integers(5, 40)), int(rng.integers(2, 15)), 12, 8
     has = incidence([(s, c) for s in range(S) for c in range(C) if rng.random() < 0.25], S, C)
@@ -74,12 +76,12 @@ def test_production_algorithm_1_equals_the_line_by_line_reference(seed):
     sim = np.round(rng.uniform(0.2, 0.8, (Q, L)), 1)  # coarse values: ties happen and must break alike
     q_pos = [list(rng.choice(C, int(rng.integers(0, 3)), replace=False)) for _ in range(Q)]
     q_neg = [list(rng.choice(C, int(rng.integers(0, 2)), replace=False)) for _ in range(Q)]
-    states = candidate_states(cand, has, not_has, q_pos, q_neg)
-    hard = reorder(states, sim, Strength("hard"))
-    soft = reorder(states, sim, Strength("soft", 0.15))
+    s_log = states(IncidenceMemory.of(has, not_has), cand, q_pos, q_neg)
+    hard = reorder(s_log, sim, Strength("hard"))
+    soft = reorder(s_log, sim, Strength("soft", 0.15))
     for q in range(Q):
         nodes, qp, qn = [f"v{v}" for v in cand[q]], {f"c{c}" for c in q_pos[q]}, {f"c{c}" for c in q_neg[q]}
-        assert states[q].tolist() == [logic_state(g, v, qp, qn) for v in nodes]
+        assert s_log[q].tolist() == [logic_state(g, v, qp, qn) for v in nodes]
         assert hard[q].tolist() == walk(g, nodes, sim[q], qp, qn)
         assert soft[q].tolist() == walk(g, nodes, sim[q], qp, qn, penalty=0.15)
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from polarcatalog.eval.metrics import gold_ranks, mrr_at_k, ranks_from_scores, recall_at_k, summarize
+from polarcatalog.eval.metrics import gold_ranks, mrr_at_k, recall_at_k, summarize
 
 
 def test_gold_ranks_positions_absence_and_padding():
@@ -29,14 +29,16 @@ def test_ties_count_against_the_retriever_by_default():
     scores = np.array([[0.5, 0.9, 0.5, 0.5],   # gold 0 ties with columns 2, 3; column 1 beats it
                        [1.0, 1.0, 1.0, 1.0]])  # a constant scorer
     gold = np.array([0, 3])
-    assert ranks_from_scores(scores, gold).tolist() == [4.0, 4.0]
-    assert ranks_from_scores(scores, gold, ties="optimistic").tolist() == [2.0, 1.0]
-    assert mrr_at_k(ranks_from_scores(scores, gold), 1) == 0.0  # a constant model cannot score by accident
+    order = np.argsort(-scores, axis=1, kind="stable")  # gold sorts ahead of its ties by position
+    ranked, keys = order, np.take_along_axis(scores, order, 1)
+    assert gold_ranks(ranked, gold, keys).tolist() == [4.0, 4.0]
+    assert gold_ranks(ranked, gold).tolist() == [2.0, 4.0]  # by position: the first row's tie order helps the gold
+    assert mrr_at_k(gold_ranks(ranked, gold, keys), 1) == 0.0  # a constant model cannot score by accident
 
 
-def test_ranks_from_scores_matches_gold_ranks_without_ties():
+def test_pessimistic_ranks_equal_positions_without_ties():
     rng = np.random.default_rng(0)
     scores = rng.normal(size=(50, 30))
     gold = rng.integers(0, 30, 50)
     order = np.argsort(-scores, axis=1)
-    assert np.array_equal(ranks_from_scores(scores, gold), gold_ranks(order, gold))
+    assert np.array_equal(gold_ranks(order, gold, np.take_along_axis(scores, order, 1)), gold_ranks(order, gold))

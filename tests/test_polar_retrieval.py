@@ -3,12 +3,13 @@
 import numpy as np
 import pytest
 
-from polarcatalog.memory.constraints import (CONFLICT, ENTAILMENT, NEUTRAL, Strength, ambiguity, candidate_states, conflict_at_k,
+from polarcatalog.memory.constraints import (CONFLICT, ENTAILMENT, NEUTRAL, Strength, ambiguity, conflict_at_k,
                                              reorder)
+from polarcatalog.memory.memories import IncidenceMemory, states
 from tests.reference_algorithm1 import incidence, logic_state, memory_graph
 
 
-def test_candidate_states_equal_algorithm_1_per_query():
+def test_memory_states_equal_algorithm_1_per_query():
     rng = np.random.default_rng(0)
     S, C, Q, L = 30, 12, 15, 8
     has = incidence([(s, c) for s in range(S) for c in range(C) if rng.random() < 0.2], S, C)
@@ -17,7 +18,7 @@ def test_candidate_states_equal_algorithm_1_per_query():
     cand[0, -2:] = -1
     q_pos = [list(rng.choice(C, 2, replace=False)) for _ in range(Q)]
     q_neg = [list(rng.choice(C, 1)) for _ in range(Q)]
-    got = candidate_states(cand, has, not_has, q_pos, q_neg)
+    got = states(IncidenceMemory.of(has, not_has), cand, q_pos, q_neg)
     g = memory_graph(has, not_has)
     for q in range(Q):
         valid = cand[q] >= 0

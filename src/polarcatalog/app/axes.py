@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from polarcatalog.app.workflows import polar_setup, retriever
+from polarcatalog.app.workflows import polar_setup, run_retrieval
 from polarcatalog.config import Params
 from polarcatalog.eval.protocol import Protocol
 from polarcatalog.features.workspace import Workspace
@@ -25,7 +25,7 @@ from polarcatalog.memory import report as polar_report
 from polarcatalog.memory.sweeps import constraint_axis, coverage_axis
 from polarcatalog.retrieval import report as retrieval_report
 from polarcatalog.retrieval.sweeps import sweep_lambda, sweep_top_k
-from polarcatalog.retrieval.vrrag import VRRAG, Candidates, Ranking, prepare_queries, query_encoders
+from polarcatalog.retrieval.vrrag import VRRAG, Candidates, Ranking
 
 LONG = ("split", "queries", "metric", "value", "ci_low", "ci_high", "n")  # the protocol's columns; the rest identify a row
 
@@ -68,10 +68,8 @@ def _lam(s: Sweep) -> pd.DataFrame:
         raise ValueError("the λ axis needs retrieval.reranker (λ weighs s_m against the re-ranker's s_i)")
     out = [sweep_lambda(s.vr, s.cands, s.gold, s.protocol, s.params.ablations.lam).assign(chunks=rp.chunks)]
     if rp.chunks != "multimodal":
-        vr = retriever(s.vr.catalog, rp.model_copy(update={"chunks": "multimodal"}))
-        q = prepare_queries({n: s.ws.query_f[n] for n in query_encoders(rp.ensemble, rp.reranker)}, s.vr.catalog, rp.center,
-                            rp.min_center_batch, rp.query_centre)
-        out.append(sweep_lambda(vr, vr.candidates(q), s.gold, s.protocol, s.params.ablations.lam).assign(chunks="multimodal"))
+        vr, cands, _ = run_retrieval(s.ws, s.vr.catalog, rp.model_copy(update={"chunks": "multimodal"}))
+        out.append(sweep_lambda(vr, cands, s.gold, s.protocol, s.params.ablations.lam).assign(chunks="multimodal"))
     return pd.concat(out, ignore_index=True)
 
 

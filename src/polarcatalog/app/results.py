@@ -155,8 +155,9 @@ def results_markdown(params: Params, commit: str, m: dict[str, Any], plots: dict
         pd.DataFrame({"configuration": retrieval["configuration"], "dev mRR@1": (100 * retrieval["dev mRR@1"]).round(1),
                       "test mRR@1 [95% CI]": [_ci({"value": v, "ci_low": lo, "ci_high": hi}) for v, lo, hi in
                                               zip(retrieval["test mRR@1"], retrieval["ci_low"], retrieval["ci_high"])],
-                      "Δ vs configured [95% CI]": [diff_text(Interval(d, lo, hi, 0)) if (lo, hi) != (0, 0) or d else "baseline"
-                                                   for d, lo, hi in zip(retrieval["delta"], retrieval["delta_low"], retrieval["delta_high"])]})
+                      "Δ vs configured [95% CI]": ["baseline" if base else diff_text(Interval(d, lo, hi, 0)) for base, d, lo, hi in
+                                                   zip(retrieval["baseline"], retrieval["delta"], retrieval["delta_low"],
+                                                       retrieval["delta_high"])]})
         .to_markdown(index=False), "",
         "Full table (per variant, mRR@10, R@10): [retrieval.md](retrieval.md). Figure: `figures/retrieval_table.png`.", "",
         "## λ (VR-RAG Fig. 3) and top-k (Fig. 2)", "",

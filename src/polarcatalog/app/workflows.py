@@ -159,8 +159,8 @@ def evaluated_edge_quality(inputs: GraphInputs, graph: PolarGraph, params: Param
     constraint concepts. Needs no ranking, so the graph stage reports it."""
     gp = params.graph
     target = inputs.species_index(inputs.query_species)
-    neighbours = catalog_neighbours(inputs.anchor_x, inputs.species_index(inputs.anchor_species), len(inputs.species_ids))
-    cq = make_constrained_queries(target, neighbours[target], inputs.truth, inputs.vocab, gp.seed)
+    neighbours = catalog_lookalikes(inputs)
+    cq, _ = constrained_sets(inputs, target, None, gp.seed, neighbours)
     t = target[cq.rows]
     cand = np.hstack([t[:, None], neighbours[t][:, : max(gp.filter_pool - 1, 0)]])
     concepts = pad_concepts([p + n for p, n in zip(cq.q_pos, cq.q_neg)])
@@ -168,8 +168,14 @@ def evaluated_edge_quality(inputs: GraphInputs, graph: PolarGraph, params: Param
                          for name, completion in (("as proposed", False), ("with critical completion", True))}).T
 
 
-def constrained_sets(inputs: GraphInputs, target: np.ndarray, cand: np.ndarray | None, seed: int) -> tuple[ConstrainedQueries, ConstrainedQueries | None]:
+def catalog_lookalikes(inputs: GraphInputs) -> np.ndarray:
+    """[S, n] each catalog species' nearest other species by artwork features."""
+    return catalog_neighbours(inputs.anchor_x, inputs.species_index(inputs.anchor_species), len(inputs.species_ids))
+
+
+def constrained_sets(inputs: GraphInputs, target: np.ndarray, cand: np.ndarray | None, seed: int,
+                     neighbours: np.ndarray | None = None) -> tuple[ConstrainedQueries, ConstrainedQueries | None]:
     """(primary, secondary): Q− from the target's catalog look-alikes, and (given a ranking) from the ranking's."""
-    neighbours = catalog_neighbours(inputs.anchor_x, inputs.species_index(inputs.anchor_species), len(inputs.species_ids))
+    neighbours = catalog_lookalikes(inputs) if neighbours is None else neighbours
     primary = make_constrained_queries(target, neighbours[target], inputs.truth, inputs.vocab, seed)
     return primary, None if cand is None else make_constrained_queries(target, cand, inputs.truth, inputs.vocab, seed)

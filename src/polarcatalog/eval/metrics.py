@@ -6,7 +6,7 @@ gold species is absent from the ranked list (or from the catalog) has rank = inf
 
 from __future__ import annotations
 
-from typing import Iterable, Literal, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -31,20 +31,6 @@ def gold_ranks(ranked: np.ndarray, gold: np.ndarray, keys: np.ndarray | tuple[np
         tied &= key == key[rows, pos][:, None]
     last = ranked.shape[1] - np.argmax(tied[:, ::-1], axis=1)  # 1-based index of the last item tied with gold
     return np.where(found, np.maximum(last, pos + 1).astype(np.float64), np.inf)
-
-
-def ranks_from_scores(scores: np.ndarray, gold_idx: np.ndarray, ties: Literal["pessimistic", "optimistic"] = "pessimistic") -> np.ndarray:
-    """Rank of the gold column in each row of a full score matrix.
-
-    Ties are counted against the retriever by default (`pessimistic`): a constant scorer ranks gold last,
-    not first, so a degenerate model cannot look good by accident.
-    """
-    scores = np.asarray(scores, dtype=np.float64)
-    g = scores[np.arange(len(scores)), gold_idx][:, None]
-    greater = (scores > g).sum(1)
-    if ties == "optimistic":
-        return greater + 1.0
-    return greater + (scores == g).sum(1) + 0.0  # the gold itself is one of the equal ones
 
 
 def mrr_at_k(ranks: np.ndarray, k: int) -> float:
@@ -91,10 +77,3 @@ def group_masks(groups: Sequence[str] | np.ndarray) -> dict[str, np.ndarray]:
     """`all` plus one boolean mask per query group (e.g. regular / shiny sprites), groups in sorted order."""
     g = np.asarray(groups)
     return {"all": np.ones(len(g), bool)} | {str(v): g == v for v in np.unique(g)}
-
-
-def summarize_groups(ranks: np.ndarray, groups: Sequence[str] | np.ndarray | None = None) -> dict[str, dict[str, float]]:
-    """`summarize` over all queries and, with `groups`, over each group."""
-    if groups is None:
-        return {"all": summarize(ranks)}
-    return {name: summarize(ranks[mask]) for name, mask in group_masks(groups).items()}

@@ -13,9 +13,10 @@ candidates VR-RAG returns are re-ordered by the logic state of their catalog nod
   over the top-10 candidates. Rule (ours; the paper only says "according to retrieval confidence and query
   ambiguity"): a confident visual ranking (low entropy) keeps its order, an ambiguous one leans on the graph.
 
-Everything is one sparse product per concept matrix plus gathers: no per-candidate Python loop. This is the
-only implementation of Algorithm 1 the pipeline, the CLI and the benchmark run; `tests/reference_algorithm1.py`
-walks the graph line by line as the paper writes it, and the tests hold the two against each other.
+The states (lines 6-14) come from `memory.memories.states`, which reads any memory's HAS / NOT_HAS edges for each
+(query, candidate, concept) with gathers; this module orders by them. Together they are the only implementation of
+Algorithm 1 the pipeline, the CLI and the benchmark run; `tests/reference_algorithm1.py` walks the graph line by
+line as the paper writes it, and the tests hold the two against each other. No per-candidate Python loop.
 """
 
 from __future__ import annotations
@@ -25,31 +26,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-import scipy.sparse as sp
 
 CONFLICT, NEUTRAL, ENTAILMENT = -1, 0, 1
-
-
-def query_matrix(concepts: list[list[int]], n_concepts: int) -> sp.csr_matrix:
-    rows = [q for q, cs in enumerate(concepts) for _ in cs]
-    cols = [c for cs in concepts for c in cs]
-    return sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(concepts), n_concepts))
-
-
-def candidate_states(cand: np.ndarray, has: sp.csr_matrix, not_has: sp.csr_matrix,
-                     q_pos: list[list[int]], q_neg: list[list[int]]) -> np.ndarray:
-    """s_log [Q, L] of each candidate species (index into has/not_has rows; -1 = padding -> NEUTRAL)."""
-    C = has.shape[1]
-    qp, qn = query_matrix(q_pos, C), query_matrix(q_neg, C)
-    has_f, not_f = has.astype(np.float64), not_has.astype(np.float64)
-    # [S, Q] dense hit tables, then gathered at each query's candidates
-    conflict = ((not_f @ qp.T) + (has_f @ qn.T)).toarray() > 0
-    entail = (has_f @ qp.T).toarray() > 0
-    c = np.maximum(cand, 0)
-    q_idx = np.arange(len(cand))[:, None]
-    con, ent = conflict[c, q_idx], entail[c, q_idx]
-    out = np.where(con, CONFLICT, np.where(ent, ENTAILMENT, NEUTRAL)).astype(np.int8)
-    return np.where(cand >= 0, out, NEUTRAL).astype(np.int8)
 
 
 def ambiguity(s: np.ndarray, temperature: float = 0.02, top: int = 10) -> np.ndarray:

@@ -16,7 +16,7 @@ from polarcatalog.memory.constraints import Strength
 from polarcatalog.memory.evaluate import ConstrainedQueries, covered, evaluate_strengths, query_image_concepts
 from polarcatalog.memory.graph import PolarGraph, build_graph
 from polarcatalog.memory.inputs import GraphInputs
-from polarcatalog.memory.memories import IncidenceMemory, Memory, oracle_memory, pad_concepts, random_memory
+from polarcatalog.memory.memories import Memory, oracle_memory, pad_concepts, random_memory
 from polarcatalog.memory.propose import Proposer, ProposerSpec, create_proposer, proposal_recall
 from polarcatalog.memory.verifiers import Scores
 
@@ -48,16 +48,13 @@ class PolarSetup:
         return build_graph(self.inputs.vocab, self.anchor_ids, self.inputs.anchor_species, self.scores.anchor, proposer,
                            self.kappa, self.scores.anchor_local)
 
-    def memory(self, proposer: Proposer | None = None, completion: bool | None = None) -> Memory:
-        """A memory of the catalog (default: the configured proposer and completion)."""
-        completion = self.completion if completion is None else completion
-        return self.graph(proposer or self.proposer).memory(self.inputs.species_ids, self.kappa, completion)
-
     def controls(self) -> dict[str, Memory]:
         """The configured memory and its bounds: oracle (edges = ground truth) and random (same density per concept)."""
         name = "configured" + (" (critical completion)" if self.completion else "")
-        as_proposed = IncidenceMemory.of(*self.graph(self.proposer).species_incidence(self.inputs.species_ids))
-        return {name: self.memory(), "oracle (ground truth)": oracle_memory(self.inputs.truth),
+        g = self.graph(self.proposer)
+        configured = g.memory(self.inputs.species_ids, self.kappa, self.completion)
+        as_proposed = configured if not self.completion else g.memory(self.inputs.species_ids, self.kappa, False)
+        return {name: configured, "oracle (ground truth)": oracle_memory(self.inputs.truth),
                 "random (same density)": random_memory(as_proposed, self.seed)}
 
     def evaluate(self, cq: ConstrainedQueries, memory: Memory, strengths: list[Strength], extra=None):
@@ -107,7 +104,7 @@ def coverage_axis(setup: PolarSetup, specs: list[ProposerSpec], protocol: Protoc
     rows = []
     for label, proposer, completion in settings:
         g = setup.graph(proposer)
-        memory = setup.memory(proposer, completion)
+        memory = g.memory(inputs.species_ids, setup.kappa, completion)
         (_, values), = setup.evaluate(cq, memory, [setup.strength])
         hit = values["target mRR@1"]
         cov = covered(cq, g.proposed, setup.target, nodes)

@@ -90,7 +90,7 @@ def plot_data(rows: list[Row], protocol: Protocol, baseline: str) -> pd.DataFram
     base = next(r for r in rows if r.label == baseline).values[:, m1]
     ivs = [protocol.interval(r.values[:, m1]) for r in rows]
     diffs = [protocol.difference(r.values[:, m1], base) for r in rows]
-    return pd.DataFrame({"configuration": [r.label for r in rows],
+    return pd.DataFrame({"configuration": [r.label for r in rows], "baseline": [r.label == baseline for r in rows],
                          "dev mRR@1": [round(protocol.mean(r.values[:, m1], "dev"), 4) for r in rows],
                          "test mRR@1": [round(iv.value, 4) for iv in ivs],
                          "ci_low": [round(iv.ci_low, 4) for iv in ivs], "ci_high": [round(iv.ci_high, 4) for iv in ivs],
@@ -115,17 +115,18 @@ def retrieval_metrics(rows: list[Row], protocol: Protocol, configured: str, non_
                       anchor_scale: dict[str, Any], bridge_cosine: dict[str, float]) -> dict[str, Any]:
     """The retrieve stage's metrics file: headline numbers are `test` with CIs; `best_on_dev` records a choice made on
     dev and what it gives on test."""
+    m1 = RANK_METRICS.index("mRR@1")
     by = {r.label: r.values for r in rows}
-    best = max(rows, key=lambda r: protocol.mean(r.values[:, 0], "dev"))
+    best = max(rows, key=lambda r: protocol.mean(r.values[:, m1], "dev"))
     test = lambda v, g="all": {m: protocol.interval(v[:, i], group=g).record("test") for i, m in enumerate(RANK_METRICS)}  # noqa: E731
     return {
         "protocol": protocol.describe(),
-        "configured": {"all": test(by[configured]), **{g: {"mRR@1": protocol.interval(by[configured][:, 0], group=g).record("test")}
+        "configured": {"all": test(by[configured]), **{g: {"mRR@1": protocol.interval(by[configured][:, m1], group=g).record("test")}
                                                        for g in protocol.group_names[1:]}},
-        "non_transductive": {"configuration": non_transductive, "mRR@1": protocol.interval(by[non_transductive][:, 0]).record("test")},
-        "best_on_dev": {"configuration": best.label, "chosen_on": "dev", "dev_mRR@1": round(protocol.mean(best.values[:, 0], "dev"), 4),
-                        "mRR@1": protocol.interval(best.values[:, 0]).record("test"),
-                        "delta_vs_configured": protocol.difference(best.values[:, 0], by[configured][:, 0]).record("test")},
+        "non_transductive": {"configuration": non_transductive, "mRR@1": protocol.interval(by[non_transductive][:, m1]).record("test")},
+        "best_on_dev": {"configuration": best.label, "chosen_on": "dev", "dev_mRR@1": round(protocol.mean(best.values[:, m1], "dev"), 4),
+                        "mRR@1": protocol.interval(best.values[:, m1]).record("test"),
+                        "delta_vs_configured": protocol.difference(best.values[:, m1], by[configured][:, m1]).record("test")},
         "anchor_scale_px": anchor_scale,
         "chance": {k: round(v, 6) for k, v in chance(n_species).items()},
         "bridge_cosine": {k: round(v, 4) for k, v in bridge_cosine.items()},
