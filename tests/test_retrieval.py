@@ -133,3 +133,33 @@ def test_bridge_equals_the_closed_form_ridge_per_fold():
         tr, te = fold != f, fold == f
         W = np.linalg.solve(X[tr].T @ X[tr] + 0.5 * np.eye(7), X[tr].T @ target[tr])
         np.testing.assert_allclose(pred[te], normalise(X[te] @ W), atol=1e-6)
+
+
+def test_hubness_correction_equals_csls_and_demotes_a_hub():
+    """CSLS (Conneau et al. 2018, §2.3): 2 q·a − r_Q(a) − r_A(q). Folded into the FAISS search as one more column, the
+    scores must equal the formula (on q·a's scale: q·a − r_Q(a)/2), and an item close to every query loses the
+    queries it does not own."""
+    rng = np.random.default_rng(3)
+    S, d, k = 40, 16, 5
+    anchors = normalise(rng.normal(size=(S, d)))
+    hub = normalise(anchors[1:].mean(0, keepdims=True) * 3 + 0.2 * anchors[:1])  # species 0: near the centre of everything
+    anchors[0] = hub[0]
+    owners = rng.integers(1, S, 60)
+    queries = normalise(anchors[owners] + 0.9 * rng.normal(size=(60, d)) / np.sqrt(d) + 0.9 * hub)
+    cat = Catalog(np.arange(S), np.arange(S), {"g": anchors, "h": anchors}, {}, {n: np.zeros(d, np.float32) for n in "gh"})
+    q = {"g": queries, "h": queries}
+    plain = VRRAG(cat, ["g"], "anchors", "h", r=S).candidates(q)
+    corrected = VRRAG(cat, ["g"], "anchors", "h", r=S).candidates(q, hubness_k=k)
+    sims = queries @ anchors.T
+    r_q = np.sort(sims, axis=0)[-k:].mean(0)
+    r_a = np.sort(sims, axis=1)[:, -k:].mean(1, keepdims=True)
+    csls = 2 * sims - r_q - r_a
+    for qi in range(60):
+        order = corrected.species_idx[qi]
+        assert order.tolist() == np.argsort(-csls[qi], kind="stable").tolist()
+        np.testing.assert_allclose(corrected.s_m[qi], sims[qi, order] - r_q[order] / 2, atol=1e-5)
+        np.testing.assert_allclose(corrected.s_i[qi], corrected.s_m[qi], atol=1e-5)  # the re-ranker is corrected alike
+    won = lambda c: int((c.species_idx[:, 0] == 0).sum())  # noqa: E731
+    assert won(plain) >= 10 and won(corrected) <= won(plain) / 2  # the hub stops winning queries it does not own
+    top1 = lambda c: float((c.species_idx[:, 0] == owners).mean())  # noqa: E731
+    assert top1(corrected) > top1(plain)

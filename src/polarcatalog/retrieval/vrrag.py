@@ -26,6 +26,7 @@ from sklearn.model_selection import PredefinedSplit, cross_val_predict
 
 from polarcatalog.eval.splits import species_folds
 from polarcatalog.index import build_index, search
+from polarcatalog.retrieval.hubness import csls_penalty
 from polarcatalog.vectors import l2_normalise
 
 
@@ -99,11 +100,17 @@ def prepare_queries(queries: dict[str, np.ndarray], catalog: Catalog, center: bo
     for name, q in queries.items():
         if not center:
             out[name] = l2_normalise(q)
-        elif by == "batch" and len(q) >= min_center_batch:
+        elif batch_statistics(len(q), center, min_center_batch, by):
             out[name] = l2_normalise(q - q.mean(0))
         else:
             out[name] = l2_normalise(q - catalog.centre[name])
     return out
+
+
+def batch_statistics(n_queries: int, center: bool, min_center_batch: int, by: str) -> bool:
+    """Are these queries scored as a batch (centred by their own mean, hubness over the batch)? The one rule that
+    `prepare_queries` and the hubness correction share."""
+    return center and by == "batch" and n_queries >= min_center_batch
 
 
 def query_encoders(ensemble: Sequence[str], reranker: str | None) -> list[str]:
@@ -139,21 +146,30 @@ class VRRAG:
         if missing:
             raise ValueError(f"encoders {missing} have no catalog features; embed them first (encoders.image)")
         self.catalog, self.ensemble, self.chunks, self.reranker, self.r = catalog, ensemble, chunks, reranker, r
-        m = np.hstack([catalog.chunk_vectors(n, chunks) for n in ensemble])
-        self.index = build_index(m, index, nlist, seed=seed)
+        self.kind, self.nlist, self.seed = index, nlist, seed
+        self.m = np.hstack([catalog.chunk_vectors(n, chunks) for n in ensemble])
+        self.index = build_index(self.m, index, nlist, seed=seed)
 
-    def candidates(self, queries: dict[str, np.ndarray], block: int = 1024) -> Candidates:
+    def candidates(self, queries: dict[str, np.ndarray], block: int = 1024, hubness_k: int | None = None) -> Candidates:
+        """`hubness_k`: CSLS over this query batch (`retrieval.hubness`), both for s_m and for s_i."""
         E = len(self.ensemble)
         q = np.hstack([queries[n] for n in self.ensemble]) / E
-        s_m, ids = search(self.index, q, self.r)
+        index = self.index
+        if hubness_k:
+            # the per-chunk penalty enters the inner product as one more column: FAISS still returns the exact top-r
+            penalty = np.mean([csls_penalty(queries[n], self.catalog.chunk_vectors(n, self.chunks), hubness_k) for n in self.ensemble], axis=0)
+            index = build_index(np.hstack([self.m, -penalty[:, None]]), self.kind, self.nlist, seed=self.seed)
+            q = np.hstack([q, np.ones((len(q), 1), q.dtype)])
+        s_m, ids = search(index, q, self.r)
         sp = np.where(ids >= 0, self.catalog.chunk_species[np.maximum(ids, 0)], -1)
         species, s_m = _first_per_species(sp, s_m, len(self.catalog.species_ids))
         if self.reranker is None:
             return Candidates(species, s_m, np.full_like(s_m, np.nan))
         h_q, h_a = queries[self.reranker], self.catalog.anchor_mean[self.reranker]
+        penalty = csls_penalty(h_q, h_a, hubness_k) if hubness_k else np.zeros(len(h_a), np.float32)
         s_i = np.full(species.shape, np.nan, np.float32)
         for i in range(0, len(q), block):  # full [block, S] matmul, then gather: no per-candidate loop
-            full = h_q[i : i + block] @ h_a.T
+            full = h_q[i : i + block] @ h_a.T - penalty
             sp_b = species[i : i + block]
             s_i[i : i + block] = np.where(sp_b >= 0, np.take_along_axis(full, np.maximum(sp_b, 0), 1), np.nan)
         return Candidates(species, s_m, s_i)
