@@ -133,8 +133,10 @@ class Encoders(_Section):
     batch_size: int = Field(64, ge=1, le=4096)
     content_box: bool = True
     anchor_scale: Literal["auto"] | int | None = "auto"
-    mirror_anchors: bool = True
-    local_grid: int = Field(2, ge=0, le=4)  # catalog images also encoded as grid x grid local views; 0 = none
+    anchor_scale_ratio: float = Field(1.0, gt=0.25, le=8.0)  # auto: anchors at this multiple of the queries' subject size
+    compare_scale_ratios: list[Annotated[float, Field(gt=0.25, le=8.0)]] = Field(default_factory=list)  # also encoded: the scale lever
+    flips: bool = True  # also encode every anchor's and query's mirror image; retrieval averages each with its flip
+    local_grid: int = Field(0, ge=0, le=4)  # catalog images also encoded as grid x grid local views; 0 = none
 
     @field_validator("local_grid")
     @classmethod
@@ -177,6 +179,8 @@ class Retrieval(_Section):
     center: bool = True
     query_centre: Literal["batch", "catalog"] = "batch"  # batch: the queries' own mean (transductive); catalog: each query alone
     min_center_batch: int = Field(32, ge=2)
+    hubness: Literal["none", "csls"] = "none"  # csls: penalise catalog items that are near every query of the batch (transductive)
+    hubness_k: int = Field(10, ge=1)
     bridge_folds: int = Field(2, ge=2, le=20)
     bridge_alpha: float = Field(1.0, gt=0.0)
     index: Literal["flat", "ivf"] = "flat"
@@ -247,8 +251,7 @@ class Ablations(_Section):
     constraint: list[StrengthSpec] = Field(default_factory=lambda: [Strength.parse(s) for s in ("none", "soft:0.01", "soft:0.03",
                                                                                                 "soft:0.1", "adaptive", "hard")], min_length=1)
     coverage: list[CoverageSpec] = Field(default_factory=lambda: [ProposerSpec.parse(s) for s in (
-        "random_n:6", "top_n:3", "top_n:6", "multi_prompt:6", "global_local:6", "top_n:12", "multi_prompt:12", "global_local:12",
-        "top_n:24", "all")], min_length=1)
+        "random_n:6", "top_n:3", "top_n:6", "multi_prompt:6", "top_n:12", "multi_prompt:12", "top_n:24", "all")], min_length=1)
 
     @field_validator("lam")
     @classmethod
@@ -309,6 +312,11 @@ class Params(_Section):
         if users and self.encoders.local_grid == 0:
             raise ValueError(f"{', '.join(users)} propose from local views but encoders.local_grid is 0; "
                              "set encoders.local_grid to 2 (or drop the global_local proposer)")
+        if not users and self.encoders.local_grid and self.graph.verifier != "vlm":
+            # local views are the embed stage's largest cost (grid² forwards per anchor and encoder): only when read
+            raise ValueError(f"encoders.local_grid {self.encoders.local_grid} encodes local views that no stage reads "
+                             "(no global_local in graph.proposer or ablations.coverage, graph.verifier is not vlm); "
+                             "set encoders.local_grid to 0, or add global_local to ablations.coverage")
         return self
 
     def section(self, name: str) -> dict[str, Any]:

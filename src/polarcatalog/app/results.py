@@ -142,7 +142,9 @@ def results_markdown(params: Params, commit: str, m: dict[str, Any], plots: dict
         "**Protocol.** The query species are split by a hash of the species id into "
         f"**dev** ({p['dev_species']} species, {p['dev_queries']} queries) and **test** ({p['test_species']} species, "
         f"{p['test_queries']} queries; `eval.dev_fraction` = {params.eval.dev_fraction}). Every choice is made on dev — the best "
-        "row, λ, the anchor scale (`encoders.anchor_scale: auto` measures the dev queries only); κ is PolarMem's default, "
+        "row, λ, the anchor scale (`encoders.anchor_scale: auto` measures the dev queries only; its ratio, the encoders' "
+        "input size and the robustness levers were chosen on dev and are shown on test in the table below); κ is "
+        "PolarMem's default, "
         "not tuned — and every number here is "
         f"test, with a 95 % CI from a paired bootstrap over species ({p['bootstrap']} resamples; a species' regular and shiny "
         "sprites move together). A difference is called one only when its CI excludes 0. Ties are pessimistic.", "",

@@ -3,6 +3,7 @@ folder evaluation reuses them), so a stage notebook reads top to bottom as narra
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from polarcatalog.data.domain import Domain, create_domain
 from polarcatalog.encoders.preprocess import Preprocess
 from polarcatalog.eval.metrics import gold_ranks, per_query
 from polarcatalog.eval.protocol import Protocol
-from polarcatalog.features.embed import EmbedResult, Views, embed_all, resolve_anchor_scale
+from polarcatalog.features.embed import EmbedResult, Views, embed_all, query_content_scale, resolve_anchor_scale
 from polarcatalog.features.workspace import Workspace
 from polarcatalog.io import read_table
 from polarcatalog.memory.evaluate import ConstrainedQueries, catalog_neighbours, make_constrained_queries
@@ -24,7 +25,8 @@ from polarcatalog.memory.propose import Proposer, create_proposer
 from polarcatalog.memory.sweeps import PolarSetup
 from polarcatalog.memory.verifiers import Verifier, create_verifier, load_scores
 from polarcatalog.paths import RAW
-from polarcatalog.retrieval.vrrag import VRRAG, Candidates, Catalog, Ranking, build_catalog, prepare_queries, query_encoders
+from polarcatalog.retrieval.vrrag import (VRRAG, Candidates, Catalog, Ranking, batch_statistics, build_catalog, prepare_queries,
+                                          query_encoders)
 
 
 def domain_for(params: Params, raw: Path = RAW) -> Domain:
@@ -33,16 +35,19 @@ def domain_for(params: Params, raw: Path = RAW) -> Domain:
 
 # -- embed ----------------------------------------------------------------------------------------------------
 def query_view(params: Params) -> Preprocess:
-    """How a query image is seen: its content box (no scaling, no mirror)."""
-    return Preprocess(params.encoders.content_box, None, False)
+    """How a query image is seen: at its native pixels (an enlarged sprite unblocked), its content box, no scaling."""
+    return Preprocess(params.encoders.content_box, None, unblock=True)
 
 
 def embed_views(params: Params, query_paths: list[str]) -> Views:
-    """Anchors scale-matched to the queries (`encoders.anchor_scale`: auto measures `query_paths`), mirrored.
+    """Anchors scale-matched to the queries (`encoders.anchor_scale`: auto measures `query_paths`), flips of both.
     The pipeline passes its dev queries only: the scale is chosen on dev, never on the test queries it reports."""
     e = params.encoders
-    scale = resolve_anchor_scale(e.anchor_scale, query_paths, params.dataset.seed)
-    return Views(Preprocess(e.content_box, scale, e.mirror_anchors), query_view(params), e.local_grid)
+    scale = resolve_anchor_scale(e.anchor_scale, query_paths, params.dataset.seed, e.anchor_scale_ratio)
+    measured = query_content_scale(query_paths, seed=params.dataset.seed) if e.compare_scale_ratios else 0
+    compare = tuple(Preprocess(e.content_box, px) for px in dict.fromkeys(round(r * measured) for r in e.compare_scale_ratios)
+                    if px != scale)
+    return Views(Preprocess(e.content_box, scale), query_view(params), e.local_grid, e.flips, compare)
 
 
 def run_embed(params: Params, processed: Path, out: Path, cache_root: Path) -> EmbedResult:
@@ -67,8 +72,14 @@ def run_retrieval(ws: Workspace, catalog: Catalog, rp: Retrieval, k: int | None 
     """One configuration on the workspace queries; the ranking keeps the full candidate list (k = r)."""
     vr = retriever(catalog, rp)
     q = prepare_queries({n: ws.query_f[n] for n in query_encoders(rp.ensemble, rp.reranker)}, catalog, rp.center, rp.min_center_batch, rp.query_centre)
-    cands = vr.candidates(q)
+    cands = vr.candidates(q, hubness_k=hubness_k(rp, len(ws.queries)))
     return vr, cands, vr.rank(cands, rp.lam, k or rp.r)
+
+
+def hubness_k(rp: Retrieval, n_queries: int) -> int | None:
+    """CSLS neighbourhood size when the hubness correction applies to this batch (it reads the batch, like centring)."""
+    use = rp.hubness == "csls" and batch_statistics(n_queries, rp.center, rp.min_center_batch, rp.query_centre)
+    return rp.hubness_k if use else None
 
 
 def configured_label(rp: Retrieval) -> str:
@@ -108,6 +119,41 @@ def table5_configurations(rp: Retrieval, image_encoders: list[str]) -> list[tupl
         rows.insert(0, (configured_label(rp), rp))
     if rp.center and rp.query_centre == "batch":
         rows.append(non_transductive(rp))
+    return rows
+
+
+@dataclass(frozen=True)
+class Lever:
+    """One row of the lever table: the configured pipeline with one robustness lever changed."""
+
+    label: str
+    retrieval: Retrieval
+    anchor_mirror: bool = True
+    query_flip: bool = True
+    anchor_scale: int | None = None  # px of anchors encoded for comparison (embed's compare_scale_ratios); None = configured
+
+    def workspace(self, ws: Workspace) -> Workspace:
+        out = ws.with_flips(self.anchor_mirror and ws.has_flips, self.query_flip and ws.has_flips)
+        if self.anchor_scale is not None:
+            out = out.with_anchor_views({n: (a, None) for n, a in ws.anchor_scales[self.anchor_scale].items()})
+        return out
+
+
+def lever_configurations(rp: Retrieval, ws: Workspace) -> list[Lever]:
+    """The configured pipeline with one robustness lever taken out at a time. Each lever was kept because it helped
+    on dev; these rows show its effect on test, with a CI. Anchors at another scale are compared without the anchor
+    mirror (the embed stage encodes them as one view), so their row pairs with the `no anchor mirror` row."""
+    base = configured_label(rp).removesuffix(" (configured)")
+    rows: list[Lever] = []
+    if ws.has_flips:
+        rows += [Lever(f"{base} · no test-time query flip", rp, query_flip=False),
+                 Lever(f"{base} · no anchor mirror", rp, anchor_mirror=False),
+                 Lever(f"{base} · no flips at all", rp, anchor_mirror=False, query_flip=False)]
+    for px in sorted(ws.anchor_scales):
+        rows.append(Lever(f"{base} · anchors at {px} px (configured {ws.manifest['anchor_scale']} px), no anchor mirror", rp,
+                          anchor_mirror=False, anchor_scale=px))
+    if rp.hubness != "none":
+        rows.append(Lever(f"{base} · no hubness correction", rp.model_copy(update={"hubness": "none"})))
     return rows
 
 

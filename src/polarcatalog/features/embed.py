@@ -13,31 +13,34 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from polarcatalog.data.images import BadImageError, load_rgb
-from polarcatalog.data.regions import content_box
-from polarcatalog.encoders import EncoderSpec, create_encoder, has_text_tower
+from polarcatalog.data.regions import content_side
+from polarcatalog.encoders import EncoderSpec, ImageEncoder, create_encoder, has_text_tower
 from polarcatalog.encoders.preprocess import Preprocess, local_views
-from polarcatalog.features.encode import encode_image_files, encode_texts
+from polarcatalog.features.encode import encode_image_views, encode_texts
 from polarcatalog.io import read_table, safe_name
 
 
 @dataclass(frozen=True)
 class Views:
-    """What the encoders see: anchors (content box, scale-matched to the queries, mirrored), queries (content box),
-    and `local_grid`² local cells of every anchor (0 = none)."""
+    """What the encoders see: anchors (content box, scale-matched to the queries), queries (content box), with
+    `flips` also their mirror images (averaged at retrieval), and `local_grid`² local cells of every anchor (0 = none)."""
 
     anchor: Preprocess
     query: Preprocess
     local_grid: int = 0
+    flips: bool = False
+    compare: tuple[Preprocess, ...] = ()  # anchors at other scales (one view each, no flip): the scale lever's rows
 
 
 def query_content_scale(paths: list[str], sample: int = 400, seed: int = 0) -> int:
-    """Median longest side (px) of the queries' content boxes: the scale anchors are shrunk to."""
+    """Median longest side (native px, `content_side`) of the queries' subjects: the scale anchors are shrunk to.
+    Label-free; it reads the query set as a whole (a sample of up to `sample` images)."""
     rng = np.random.default_rng(seed)
     pick = rng.choice(len(paths), size=min(sample, len(paths)), replace=False) if paths else []
     sides = []
     for i in pick:
         try:
-            sides.append(max(content_box(load_rgb(paths[i]), pad_frac=0.0).size))
+            sides.append(content_side(load_rgb(paths[i])))
         except BadImageError:
             continue
     if not sides:
@@ -45,11 +48,75 @@ def query_content_scale(paths: list[str], sample: int = 400, seed: int = 0) -> i
     return int(np.median(sides))
 
 
-def resolve_anchor_scale(setting: Literal["auto"] | int | None, query_paths: list[str], seed: int = 0) -> int | None:
-    """`auto` measures the queries' content size; a number is taken as is; None leaves anchors at full size."""
+def resolve_anchor_scale(setting: Literal["auto"] | int | None, query_paths: list[str], seed: int = 0,
+                         ratio: float = 1.0) -> int | None:
+    """`auto`: `ratio` times the queries' measured subject size; a number is taken as is; None: anchors at full size.
+    Why a ratio: a sprite's pixels are drawn, an artwork shrunk to the same size is blurred by the resampling, so the
+    anchor that carries the query's level of detail is larger than the query (the ratio is chosen on dev)."""
     if setting is None:
         return None
-    return query_content_scale(query_paths, seed=seed) if setting == "auto" else int(setting)
+    return round(ratio * query_content_scale(query_paths, seed=seed)) if setting == "auto" else int(setting)
+
+
+SCALE_TOLERANCE = 0.1  # a measured scale within 10 % of the catalog's keeps the catalog's anchors
+
+
+def snap_scale(px: float) -> int:
+    """The nearest step of a quarter-octave ladder (..., 19, 23, 27, 32, 38, 45, 54, 64, 76, 91, 108, 128, ...), so
+    that folders a few pixels apart share one encoding of the catalog in the cache."""
+    return int(round(2 ** (round(4 * np.log2(max(px, 1.0))) / 4)))
+
+
+@dataclass(frozen=True)
+class AnchorScale:
+    """Which scale the anchors are seen at for a query set: `used`, against the embed stage's `catalog` scale."""
+
+    setting: str  # auto (measured on the query set) | catalog | <pixels>
+    catalog: int | None  # what the embed stage encoded (None: anchors at full size)
+    used: int | None
+    measured: int | None = None  # the query set's median subject size in native px (auto only)
+    ratio: float = 1.0  # auto: anchors at ratio x measured (encoders.anchor_scale_ratio)
+
+    @property
+    def adapted(self) -> bool:
+        return self.used != self.catalog
+
+    def describe(self) -> str:
+        source = {"auto": f"{self.ratio:g} x the median subject of these queries, {self.measured} px",
+                  "catalog": "the catalog's"}.get(
+            self.setting, "set by --anchor-scale")
+        size = lambda px: "full size" if px is None else f"{px} px"  # noqa: E731
+        state = f"re-encoded from the catalog's {size(self.catalog)}" if self.adapted else "the embed stage's features"
+        return f"anchors at {size(self.used)} ({source}; {state})"
+
+
+def choose_anchor_scale(setting: str | int, query_paths: list[str], catalog: int | None, seed: int = 0,
+                        ratio: float = 1.0) -> AnchorScale:
+    """`auto`: `ratio` times the query set's own subject size (label-free, but read from the whole set: transductive),
+    snapped to the ladder, or the catalog's scale when within SCALE_TOLERANCE of it; `catalog`: the embed stage's;
+    a number."""
+    if setting == "catalog":
+        return AnchorScale("catalog", catalog, catalog)
+    if setting != "auto":
+        return AnchorScale(str(setting), catalog, int(setting))
+    measured = query_content_scale(query_paths, seed=seed)
+    wanted = ratio * measured
+    close = catalog is not None and abs(wanted - catalog) <= SCALE_TOLERANCE * catalog
+    return AnchorScale("auto", catalog, catalog if close else snap_scale(wanted), measured, ratio)
+
+
+def encode_anchor_views(encoders: dict[str, ImageEncoder], paths: list[str], cache_root: Path, view: Preprocess,
+                        flips: bool, batch_size: int = 64, stats: dict[str, int] | None = None
+                        ) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
+    """name -> (anchor features, flipped or None) at `view`, through the cache (a second run encodes nothing)."""
+    out = {}
+    for name, enc in encoders.items():
+        (plain, *flipped), ok = encode_image_views(enc, paths, cache_root, [view, *([view.flipped()] if flips else [])],
+                                                   batch_size=batch_size, stats=stats, role="anchor")
+        if not ok.all():
+            raise BadImageError(paths[int(np.argmin(ok))], "a catalog image no longer loads; rerun the curate stage")
+        out[name] = (plain, flipped[0] if flipped else None)
+    return out
 
 
 @dataclass
@@ -65,7 +132,7 @@ def embed_all(processed: Path, out: Path, cache_root: Path, image: Sequence[Enco
     chunks = read_table(processed / "chunks.parquet")
     out.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {"anchor_scale": views.anchor.scale_to, "anchor_views": views.anchor.key(),
-                                "query_views": views.query.key(), "anchor_ids": anchors["candidate_id"].tolist(),
+                                "query_views": views.query.key(), "flips": views.flips, "anchor_ids": anchors["candidate_id"].tolist(),
                                 "query_ids": queries["query_id"].tolist(), "chunk_ids": chunks["chunk_id"].tolist(),
                                 "local_grid": views.local_grid, "image": {}, "text": None}
     stats: dict[str, dict[str, int]] = {}
@@ -73,20 +140,31 @@ def embed_all(processed: Path, out: Path, cache_root: Path, image: Sequence[Enco
         name = spec.name
         enc = create_encoder(spec, "image", device)
         st = stats.setdefault(name, {})
-        a, a_ok = encode_image_files(enc, anchors["path"].tolist(), cache_root, views.anchor, batch_size=batch_size, stats=st)
-        q, q_ok = encode_image_files(enc, queries["path"].tolist(), cache_root, views.query,
-                                     shas=queries["sha256"].tolist(), batch_size=batch_size, stats=st)
+        local = local_views(views.anchor, views.local_grid) if views.local_grid else []
+        flips = [views.anchor.flipped()] if views.flips else []
+        (a, *rest), a_ok = encode_image_views(enc, anchors["path"].tolist(), cache_root,
+                                              [views.anchor, *flips, *local, *views.compare],
+                                              batch_size=batch_size, stats=st, role="anchor")
+        (q, *q_flip), q_ok = encode_image_views(enc, queries["path"].tolist(), cache_root,
+                                                [views.query, *([views.query.flipped()] if views.flips else [])],
+                                                shas=queries["sha256"].tolist(), batch_size=batch_size, stats=st)
         if not (a_ok.all() and q_ok.all()):
             bad = [p for p, ok in zip(list(anchors["path"]) + list(queries["path"]), np.r_[a_ok, q_ok]) if not ok]
             raise BadImageError(bad[0], f"{len(bad)} curated image(s) no longer load; rerun the curate stage")
-        entry = {"id": enc.id, "dim": enc.dim, "anchors": f"{safe_name(name)}__anchors.npy", "queries": f"{safe_name(name)}__queries.npy"}
-        np.save(out / entry["anchors"], a, allow_pickle=False)
-        np.save(out / entry["queries"], q, allow_pickle=False)
-        if views.local_grid:
-            local = [encode_image_files(enc, anchors["path"].tolist(), cache_root, v, batch_size=batch_size, stats=st)[0]
-                     for v in local_views(views.anchor, views.local_grid)]
-            entry["anchors_local"] = f"{safe_name(name)}__anchors_local.npy"
-            np.save(out / entry["anchors_local"], np.stack(local, axis=1), allow_pickle=False)
+        stem = safe_name(name)
+        entry = {"id": enc.id, "dim": enc.dim}
+        arrays = {"anchors": a, "queries": q}
+        if views.flips:
+            arrays |= {"anchors_flip": rest[0], "queries_flip": q_flip[0]}
+        if local:
+            arrays["anchors_local"] = np.stack(rest[len(flips) : len(flips) + len(local)], axis=1)
+        for key, array in arrays.items():
+            entry[key] = f"{stem}__{key}.npy"
+            np.save(out / entry[key], array, allow_pickle=False)
+        entry["anchors_at"] = {}
+        for view, array in zip(views.compare, rest[len(flips) + len(local) :]):
+            entry["anchors_at"][str(view.scale_to)] = f"{stem}__anchors_at_{view.scale_to}.npy"
+            np.save(out / entry["anchors_at"][str(view.scale_to)], array, allow_pickle=False)
         if has_text_tower(spec):
             entry["chunks"] = f"{safe_name(name)}__chunks.npy"
             np.save(out / entry["chunks"], encode_texts(enc, chunks["text"].tolist(), cache_root, batch_size, st), allow_pickle=False)

@@ -161,8 +161,13 @@ def retrieval_markdown(table: pd.DataFrame, metrics: dict, configured: Mapping[s
         "- **Transductive** (uses the unlabelled test batch): the configured rows centre the queries by their own batch mean "
         "(`retrieval.query_centre: batch`). The `catalog-mean centring` row centres each query alone by the catalog mean: "
         "the non-transductive number.",
-        f"- The anchors are shrunk to {scale['value']} px, the median content size of the **dev** queries "
-        f"(`encoders.anchor_scale: {scale['setting']}`); the test queries never chose it.",
+        f"- The anchors are shrunk to {scale['value']} px: {scale.get('ratio', 1.0):g} x the median subject size of the **dev** "
+        f"queries (`encoders.anchor_scale: {scale['setting']}`, `anchor_scale_ratio`); the test queries never chose it.",
+        "- **Robustness levers** (rows `· no ...` and `· anchors at ...`): each takes one lever out of the configured "
+        "pipeline, kept because it helped on dev: the test-time query flip (a query averaged with its mirror image), the "
+        "anchor mirror, the anchor scale (compared without the anchor mirror, so against the `no anchor mirror` row) "
+        "and the hubness correction (CSLS over the query batch, `retrieval.hubness`: transductive like batch centring). "
+        "Their Δ is the lever's effect on test; a lever whose CI includes 0 is not shown to help there.",
         "- `text` rows use the chunk text alone. The embedded encoders have no text tower, so chunk text reaches "
         "their space through a ridge map from MiniLM fitted on other species only (cross-fitted by species folds); "
         f"its held-out cosine to the true anchor means is {', '.join(f'{k}: {v:.3f}' for k, v in metrics['bridge_cosine'].items())}. "
