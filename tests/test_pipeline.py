@@ -47,6 +47,9 @@ def repo(tmp_path_factory):
     params["retrieval"]["r"] = 20
     params["retrieval"]["min_center_batch"] = 8
     params["ablations"]["lam"] = [0.0, 0.5, 1.0]
+    # the opt-in local views, end to end: embedded as cells of every anchor, read by the global_local proposer
+    params["encoders"]["local_grid"] = 2
+    params["ablations"]["coverage"] += ["global_local:6", "global_local:12"]
     pokeapi, birds = SHARED_DATA / "pokeapi", SHARED_DATA / "openclipart_birds"
     params["curate"]["pokeapi_dir"] = str(pokeapi) if pokeapi.is_dir() else None
     params["curate"]["bird_eval_dir"] = str(birds) if birds.is_dir() else None
@@ -301,6 +304,54 @@ def test_cli_evaluate_with_a_constraint_in_words(repo, tmp_path):
                              capture_output=True, text=True)
         assert bad.returncode == 2 and msg in bad.stderr, bad.stderr
     assert cached() == before
+
+
+def test_cli_adapts_the_anchors_to_a_folder_at_another_scale_once(repo, tmp_path):
+    """A user's folder unlike the box sprites: the same sprites enlarged 3x (smooth) and 4x (nearest neighbour) on
+    larger canvases. Smooth enlargement is a new scale: the anchors are re-encoded at it, label-free, and a second run
+    finds every vector in the feature cache. Nearest-neighbour enlargement is the same pixel art: it is measured at
+    its native pixels, like the sprites themselves."""
+    root, env = repo
+    cli = str(Path(sys.executable).parent / "polarcatalog")
+    sprites = root / "data/raw/pokesprite/package/pokemon-gen8/regular"
+    slugs = ("bulbasaur", "ivysaur", "charmander", "squirtle", "caterpie", "weedle")
+    catalog = json.loads((root / "data/features/manifest.json").read_text())["anchor_scale"]
+
+    def folder(name: str, factor: int, resample: Image.Resampling) -> Path:
+        for slug in slugs:
+            (tmp_path / name / slug).mkdir(parents=True)
+            im = Image.open(sprites / f"{slug}.png").convert("RGBA")
+            big = Image.new("RGBA", (68 * factor + 37, 56 * factor + 21), (255, 255, 255, 255))
+            big.alpha_composite(im.resize((68 * factor, 56 * factor), resample), (13, 7))
+            big.convert("RGB").save(tmp_path / name / slug / "a.png")
+        return tmp_path / name
+
+    runs = {}
+    for name, path in (("plain", None), ("smooth3", folder("smooth3", 3, Image.Resampling.BICUBIC)),
+                       ("nearest4", folder("nearest4", 4, Image.Resampling.NEAREST))):
+        if path is None:
+            path = tmp_path / "plain"
+            for slug in slugs:
+                (path / slug).mkdir(parents=True)
+                shutil.copy(sprites / f"{slug}.png", path / slug / "a.png")
+        out = _sh([cli, "evaluate", "--queries", str(path), "--out", str(tmp_path / f"o_{name}")], root, env).stdout
+        runs[name] = (json.loads((tmp_path / f"o_{name}/metrics.json").read_text()), out)
+    smooth, printed = runs["smooth3"]
+    scale = smooth["anchor_scale"]
+    assert scale["setting"] == "auto" and scale["catalog"] == catalog
+    assert scale["measured"] >= 2.5 * runs["plain"][0]["anchor_scale"]["measured"] and scale["used"] > 2 * catalog
+    assert smooth["feature_cache"]["anchors"]["misses"] > 0 and "re-encoded from the catalog's" in printed
+    assert runs["nearest4"][0]["anchor_scale"]["measured"] == runs["plain"][0]["anchor_scale"]["measured"]
+    assert runs["nearest4"][0]["anchor_scale"]["used"] == runs["plain"][0]["anchor_scale"]["used"]
+    # the second run on the smooth folder hits the cache: no query and no anchor is encoded again
+    _sh([cli, "evaluate", "--queries", str(tmp_path / "smooth3"), "--out", str(tmp_path / "o_again")], root, env)
+    again = json.loads((tmp_path / "o_again/metrics.json").read_text())
+    assert again["feature_cache"]["anchors"]["misses"] == 0 and again["feature_cache"]["queries"]["misses"] == 0
+    assert again["feature_cache"]["anchors"]["hits"] == smooth["feature_cache"]["anchors"]["misses"]
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "o_again/predictions.csv"), pd.read_csv(tmp_path / "o_smooth3/predictions.csv"))
+    # the catalog's own anchors on request
+    _sh([cli, "evaluate", "--queries", str(tmp_path / "smooth3"), "--anchor-scale", "catalog", "--out", str(tmp_path / "o_cat")], root, env)
+    assert json.loads((tmp_path / "o_cat/metrics.json").read_text())["anchor_scale"]["used"] == catalog
 
 
 def test_second_repro_does_nothing_and_forced_rerun_is_identical(repo):

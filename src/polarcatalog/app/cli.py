@@ -39,6 +39,9 @@ def evaluate(
                                         "electric type': candidates re-ordered by the polarized memory (needs the graph stage)"),
     strength: Optional[str] = typer.Option(None, help="constraint strength for --where: none | soft:<p> | adaptive | hard "
                                            "(overrides graph.constraint)"),
+    anchor_scale: str = typer.Option("auto", "--anchor-scale", help="scale the catalog anchors are seen at: auto (this "
+                                     "folder's median subject size, measured without labels; anchors re-encoded once, then "
+                                     "cached) | catalog (the embed stage's) | a size in px"),
 ) -> None:
     """Run the configured retriever on your own query images against the whole catalog and score it."""
     try:
@@ -46,13 +49,16 @@ def evaluate(
         if strength is not None:  # parsed and checked with the params, before any encoding
             overrides["graph.constraint"] = strength
         p = load_params(params, overrides)
+        if anchor_scale not in ("auto", "catalog") and not (anchor_scale.isdigit() and 8 <= int(anchor_scale) <= 4096):
+            raise ValueError(f"--anchor-scale {anchor_scale!r}: use auto, catalog or a size in px (8-4096)")
     except ValueError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
     root = params.resolve().parent
     out = out or root / "reports" / "evaluate" / queries.resolve().name
     try:
-        result = evaluate_folder(p, root, queries, labels, out, where)
+        scale = int(anchor_scale) if anchor_scale.isdigit() else anchor_scale
+        result = evaluate_folder(p, root, queries, labels, out, where, scale)
     except (FileNotFoundError, ValueError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None

@@ -6,19 +6,21 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from polarcatalog.app.workflows import catalog_for, domain_for, memory_proposer, query_view, retriever
+from polarcatalog.app.workflows import catalog_for, domain_for, hubness_k, memory_proposer, query_view, retriever
 from polarcatalog.config import Params
 from polarcatalog.data.images import Quarantine
 from polarcatalog.data.query_folder import read_query_folder
 from polarcatalog.encoders import create_encoder
 from polarcatalog.eval.metrics import gold_ranks, summarize
-from polarcatalog.features.encode import encode_image_files
+from polarcatalog.encoders.preprocess import Preprocess
+from polarcatalog.features.embed import AnchorScale, choose_anchor_scale, encode_anchor_views
+from polarcatalog.features.encode import encode_image_views
 from polarcatalog.features.workspace import Workspace, load_workspace
 from polarcatalog.memory.constraints import conflict_at_k, reorder, sort_keys
 from polarcatalog.memory.memories import Memory
@@ -28,6 +30,7 @@ from polarcatalog.memory.inputs import GraphInputs, graph_inputs
 from polarcatalog.memory.query_parser import parse_text
 from polarcatalog.memory.verifiers import load_scores
 from polarcatalog.retrieval.vrrag import prepare_queries, query_encoders
+from polarcatalog.vectors import l2_normalise
 
 
 STATE_MARK = {-1: " [conflict]", 0: "", 1: " [has]"}
@@ -47,9 +50,10 @@ class EvaluateResult:
     metrics: dict | None
     quarantined: list[dict]
     constraint: Constraint | None = None
+    anchor_scale: AnchorScale | None = None
 
     def render(self, show: int = 5) -> str:
-        lines = []
+        lines = [self.anchor_scale.describe()] if self.anchor_scale else []
         if self.constraint:
             c = self.constraint
             lines.append(f"constraint {c.text!r}: has {c.q_pos or '-'}, not_has {c.q_neg or '-'} ({c.strength}; "
@@ -116,8 +120,10 @@ def _constrain(memory: _Memory, params: Params, species: np.ndarray, s: np.ndarr
 
 
 def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | None, out: Path,
-                    where: str | None = None) -> EvaluateResult:
-    """`where`: a constraint in words (needs the graph stage's output), applied under graph.constraint."""
+                    where: str | None = None, anchor_scale: str | int = "auto") -> EvaluateResult:
+    """`where`: a constraint in words (needs the graph stage's output), applied under graph.constraint.
+    `anchor_scale`: auto (the folder's own subject size, measured label-free over the folder: transductive) | catalog
+    (the embed stage's anchors) | pixels. Anchors at a new scale are encoded once into the feature cache."""
     ws = load_workspace(root / "data/features", root / "data/processed")
     rp = params.retrieval
     needed = query_encoders(rp.ensemble, rp.reranker)
@@ -127,17 +133,29 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     q = read_query_folder(folder, ws.species, labels)
     memory = _memory_for(ws, params, root, where) if where else None
     quarantine = Quarantine(out / "quarantine")
-    feats, ok = {}, np.ones(len(q), bool)
-    for i, name in enumerate(needed):
-        enc = create_encoder(params.encoders.spec(name), "image", params.encoders.device)
-        feats[name], ok_n = encode_image_files(enc, q["path"].tolist(), root / "data/cache/features", query_view(params),
-                                               batch_size=params.encoders.batch_size, quarantine=quarantine if i == 0 else None)
+    cache = root / "data/cache/features"
+    encoders = {n: create_encoder(params.encoders.spec(n), "image", params.encoders.device) for n in needed}
+    view = query_view(params)
+    q_views = [view, view.flipped()] if ws.has_flips else [view]
+    feats, ok, stats = {}, np.ones(len(q), bool), {"queries": {}, "anchors": {}}  # feature cache hits / misses
+    for i, (name, enc) in enumerate(encoders.items()):
+        vecs, ok_n = encode_image_views(enc, q["path"].tolist(), cache, q_views, batch_size=params.encoders.batch_size,
+                                        quarantine=quarantine if i == 0 else None, stats=stats["queries"])
+        feats[name] = l2_normalise(sum(vecs))  # with flips: the query averaged with its mirror image, like the pipeline's
         ok &= ok_n
     q = q[ok].reset_index(drop=True)
     feats = {n: f[ok] for n, f in feats.items()}
+    scale = choose_anchor_scale(anchor_scale, q["path"].tolist(), ws.manifest.get("anchor_scale"), params.dataset.seed,
+                                params.encoders.anchor_scale_ratio) \
+        if len(q) else AnchorScale("catalog", ws.manifest.get("anchor_scale"), ws.manifest.get("anchor_scale"))
+    if scale.adapted:
+        anchor_view = Preprocess(params.encoders.content_box, scale.used)
+        ws = ws.with_anchor_views(encode_anchor_views(encoders, [str(root / p) for p in ws.anchors["path"]], cache,
+                                                      anchor_view, ws.has_flips, params.encoders.batch_size, stats["anchors"]))
     catalog = catalog_for(ws, rp)
     vr = retriever(catalog, rp)
-    ranking = vr.rank(vr.candidates(prepare_queries(feats, catalog, rp.center, rp.min_center_batch, rp.query_centre)), rp.lam, max(rp.r, 10))
+    prepared = prepare_queries(feats, catalog, rp.center, rp.min_center_batch, rp.query_centre)
+    ranking = vr.rank(vr.candidates(prepared, hubness_k=hubness_k(rp, len(q))), rp.lam, max(rp.r, 10))
     species, s = ranking.species_ids, ranking.s
     states, constraint, keys = np.zeros(species.shape, np.int8), None, (s,)
     if memory is not None:
@@ -162,7 +180,7 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     labelled = gold >= 0
     metrics = None
     if q["label"].notna().any():
-        metrics = {"labelled": summarize(ranks[labelled]), "unknown_labels": int((q["label"].notna() & ~labelled).sum()),
+        metrics = {"labelled": summarize(ranks[labelled]), "anchor_scale": asdict(scale), "feature_cache": stats, "unknown_labels": int((q["label"].notna() & ~labelled).sum()),
                    "unlabelled": int(q["label"].isna().sum()), "quarantined": len(quarantine.rows),
                    "retrieval": rp.model_dump(mode="json"), "catalog_species": int(len(ws.species))}
 
@@ -173,11 +191,12 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
         found = labelled & (ranks <= species.shape[1])
         position = (species == gold[:, None]).argmax(1)  # where the gold sits (its rank may be pessimistic)
         gold_state = states[np.flatnonzero(found), position[found]]
-        metrics = metrics or {"labelled": None, "queries": len(q)}
+        metrics = metrics or {"labelled": None, "queries": len(q), "anchor_scale": asdict(scale), "feature_cache": stats}
         metrics["constraint"] = {"text": constraint.text, "has": constraint.q_pos, "not_has": constraint.q_neg,
                                  "strength": constraint.strength, f"Conflict@{k} (memory)": conflict if len(q) else None,
                                  "gold contradicted by the memory": int((gold_state == -1).sum())}
     out.mkdir(parents=True, exist_ok=True)
     pred.to_csv(out / "predictions.csv", index=False)
-    (out / "metrics.json").write_text(json.dumps(metrics or {"labelled": None, "queries": len(q)}, indent=2, default=str) + "\n")
-    return EvaluateResult(pred, metrics, quarantine.rows, constraint)
+    metrics = metrics or {"labelled": None, "queries": len(q), "anchor_scale": asdict(scale), "feature_cache": stats}
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
+    return EvaluateResult(pred, metrics, quarantine.rows, constraint, scale)

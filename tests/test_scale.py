@@ -1,0 +1,63 @@
+"""The query-domain scale: a subject's size in native pixels, measured without labels, and the anchor scale a query
+folder gets from it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from polarcatalog.data.regions import content_side, pixel_block, unblock
+from polarcatalog.features.embed import choose_anchor_scale, query_content_scale, snap_scale
+
+
+def sprite(w: int, h: int, seed: int = 0) -> Image.Image:
+    """A pixel-art-like subject of exactly w x h px (random palette blocks, no white) on a white 68x56-style canvas."""
+    rng = np.random.default_rng(seed)
+    a = np.full((h + 20, w + 30, 3), 255, np.uint8)
+    a[10 : 10 + h, 15 : 15 + w] = rng.integers(0, 200, (h, w, 3))
+    return Image.fromarray(a)
+
+
+def enlarged(im: Image.Image, f: int, canvas: tuple[int, int], at: tuple[int, int]) -> Image.Image:
+    big = Image.new("RGB", canvas, (255, 255, 255))
+    big.paste(im.resize((im.width * f, im.height * f), Image.Resampling.NEAREST), at)
+    return big
+
+
+@pytest.mark.parametrize("w,h", [(25, 18), (40, 40), (14, 30)])
+def test_content_side_is_the_subjects_longest_side(w, h):
+    assert content_side(sprite(w, h)) == max(w, h)
+
+
+@pytest.mark.parametrize("f", [3, 4])
+def test_a_nearest_neighbour_enlargement_is_measured_at_its_native_pixels(f):
+    im = sprite(25, 20, seed=f)
+    big = enlarged(im, f, (400, 330), (17, 5))  # an offset that is not a multiple of f
+    assert pixel_block(big)[0] == f and pixel_block(im)[0] == 1
+    assert content_side(big) == 25
+    back = np.asarray(unblock(big))
+    target = np.asarray(im)[10:30, 15:40]  # the subject comes back pixel for pixel
+    assert any(np.array_equal(back[y : y + 20, x : x + 25], target) for y in range(back.shape[0] - 19) for x in range(back.shape[1] - 24))
+
+
+def test_a_smooth_image_is_not_taken_for_pixel_art():
+    rng = np.random.default_rng(1)
+    photo = Image.fromarray(rng.integers(0, 255, (60, 80, 3), dtype=np.uint8)).resize((240, 180), Image.Resampling.BICUBIC)
+    assert pixel_block(photo)[0] == 1 and unblock(photo) is photo
+    assert pixel_block(Image.new("RGB", (50, 50), (9, 9, 9)))[0] == 1  # no edges at all
+
+
+def test_the_folder_scale_is_the_median_subject_and_snaps_to_the_ladder(tmp_path):
+    paths = []
+    for i, side in enumerate([20, 24, 25, 26, 60]):
+        p = tmp_path / f"q{i}.png"
+        enlarged(sprite(side, side - 3, seed=i), 3, (260, 260), (4, 4)).save(p)  # all shown at 3x
+        paths.append(str(p))
+    assert query_content_scale(paths) == 25  # native pixels, robust to the one large subject
+    assert [snap_scale(x) for x in (25, 27, 30, 75, 96, 200)] == [27, 27, 32, 76, 91, 215]
+    near = choose_anchor_scale("auto", paths, catalog=26)
+    assert near.measured == 25 and near.used == 26 and not near.adapted  # within 10 %: the embed stage's anchors
+    far = choose_anchor_scale("auto", paths, catalog=40)
+    assert far.used == 27 and far.adapted and "re-encoded" in far.describe()
+    assert choose_anchor_scale("catalog", paths, 40).used == 40 and choose_anchor_scale(64, paths, 40).used == 64
