@@ -170,3 +170,20 @@ def test_views_cut_from_one_decode_equal_the_per_view_path(tiny_clip_name, image
     again, _ = encode_image_views(enc, images, tmp_path / "together", views, stats=stats)
     assert stats == {"hits": len(views) * len(images), "misses": 0}  # a second run decodes and encodes nothing
     np.testing.assert_array_equal(np.stack(again), np.stack(together))
+
+
+def test_onnx_runtime_gives_the_torch_features_of_the_packaged_efficientnet():
+    """The embed stage's default runtime on CPU: the same packaged weights exported to ONNX in memory must give torch's
+    features and ImageNet probabilities (to float error), under an id of their own so the cache never mixes them."""
+    from polarcatalog.encoders.efficientnet_lite import create_efficientnet
+
+    rng = np.random.default_rng(0)
+    ims = [Image.fromarray(rng.integers(0, 255, (40 + 7 * i, 50, 3), dtype=np.uint8)) for i in range(6)]
+    ort_enc = create_efficientnet("efficientnet_lite0", "cpu", 160, "onnxruntime")
+    torch_enc = create_efficientnet("efficientnet_lite0", "cpu", 160, "torch")
+    (fo, po), (ft, pt) = ort_enc.forward(ims, batch_size=4), torch_enc.forward(ims, batch_size=4)
+    np.testing.assert_allclose(fo, ft, atol=1e-4)
+    np.testing.assert_allclose(po, pt, atol=1e-5)
+    assert ort_enc.runtime == "onnxruntime" and ort_enc.id != torch_enc.id and "160px" in ort_enc.id
+    with pytest.raises(ValueError, match="unknown runtime"):
+        create_efficientnet("efficientnet_lite0", "cpu", None, "tensorrt")

@@ -53,3 +53,10 @@ def test_the_embed_path_reports_images_with_count_and_rate_on_the_terminal(tiny_
     encode_image_views(enc, paths, tmp_path / "cache", [Preprocess(), Preprocess(flip=True)], batch_size=4)
     terminal = capfd.readouterr().err
     assert f"encode {enc.id}" in terminal and "10/10" in terminal and "img/s" in terminal
+
+
+def test_the_terminal_line_does_not_move_the_cursor(monkeypatch, capfd):
+    monkeypatch.setattr(sys, "stderr", OutStream())
+    list(batches(300, 32, "efficientnet_lite0"))
+    terminal = capfd.readouterr().err
+    assert "300/300" in terminal and "\x1b[A" not in terminal

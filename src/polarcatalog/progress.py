@@ -34,8 +34,10 @@ def progress(steps: Iterable[T], total: int, desc: str, unit: str = "it", weight
     bars = [auto_tqdm(total=total, desc=desc, unit=unit)]
     terminal = _terminal()
     if terminal is not None:
+        # position 0: the notebook's bar is another tqdm instance; without it this one would draw one line lower and
+        # move the terminal's cursor up ("\x1b[A") on every refresh
         bars.append(text_tqdm(total=total, desc=desc, unit=unit, file=terminal, mininterval=mininterval, ascii=True,
-                              dynamic_ncols=False, ncols=100))
+                              dynamic_ncols=False, ncols=100, position=0))
     weights = iter(weights) if weights is not None else None
     try:
         for step in steps:

@@ -134,7 +134,8 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     memory = _memory_for(ws, params, root, where) if where else None
     quarantine = Quarantine(out / "quarantine")
     cache = root / "data/cache/features"
-    encoders = {n: create_encoder(params.encoders.spec(n), "image", params.encoders.device) for n in needed}
+    e = params.encoders
+    encoders = {n: create_encoder(e.spec(n), "image", e.device, e.runtime) for n in needed}
     view = query_view(params)
     q_views = [view, view.flipped()] if ws.has_flips else [view]
     feats, ok, stats = {}, np.ones(len(q), bool), {"queries": {}, "anchors": {}}  # feature cache hits / misses

@@ -54,7 +54,7 @@ def run_embed(params: Params, processed: Path, out: Path, cache_root: Path) -> E
     e = params.encoders
     queries = read_table(processed / "queries.parquet").merge(read_table(processed / "splits.parquet"), on="species_id")
     views = embed_views(params, queries.loc[queries["split"] == "dev", "path"].tolist())
-    return embed_all(processed, out, cache_root, e.image, e.text, views, e.device, e.batch_size)
+    return embed_all(processed, out, cache_root, e.image, e.text, views, e.device, e.batch_size, e.runtime)
 
 
 # -- retrieve -------------------------------------------------------------------------------------------------

@@ -92,43 +92,46 @@ def has_text_tower(spec: str | EncoderSpec) -> bool:
 
 
 # The implementations import torch and their model library: each factory imports its module when called.
-def _efficientnet(spec: EncoderSpec, device: str) -> ImageEncoder:
+def _efficientnet(spec: EncoderSpec, device: str, runtime: str) -> ImageEncoder:
     from polarcatalog.encoders.efficientnet_lite import create_efficientnet  # heavy: torch, timm
 
-    return create_efficientnet(spec.model, device, spec.size)
+    return create_efficientnet(spec.model, device, spec.size, runtime)
 
 
-def _minilm(spec: EncoderSpec, device: str) -> TextEncoder:
+def _minilm(spec: EncoderSpec, device: str, runtime: str) -> TextEncoder:
     from polarcatalog.encoders.minilm import MiniLMEncoder  # heavy: torch, sentence-transformers
 
     return MiniLMEncoder(device)
 
 
-def _open_clip(spec: EncoderSpec, device: str) -> ImageEncoder:
+def _open_clip(spec: EncoderSpec, device: str, runtime: str) -> ImageEncoder:
     from polarcatalog.encoders.open_clip_encoder import OpenClipEncoder  # heavy: torch, open_clip
 
     return OpenClipEncoder(spec.model, spec.pretrained or "random", device)
 
 
-def _hf(spec: EncoderSpec, device: str) -> ImageEncoder:
+def _hf(spec: EncoderSpec, device: str, runtime: str) -> ImageEncoder:
     from polarcatalog.encoders.hf import HFEncoder  # heavy: torch, transformers
 
     return HFEncoder(spec.model, device)
 
 
-FAMILIES: dict[str, Callable[[EncoderSpec, str], ImageEncoder | TextEncoder]] = {
+# (spec, device, runtime): the runtime choice (auto | onnxruntime | torch) applies to the packaged EfficientNets only
+FAMILIES: dict[str, Callable[[EncoderSpec, str, str], ImageEncoder | TextEncoder]] = {
     "efficientnet": _efficientnet, "minilm": _minilm, "open_clip": _open_clip, "hf": _hf}
 
 
 @overload
-def create_encoder(name: str | EncoderSpec, role: Literal["image"] = "image", device: str = "auto") -> ImageEncoder: ...
+def create_encoder(name: str | EncoderSpec, role: Literal["image"] = "image", device: str = "auto",
+                   runtime: str = "auto") -> ImageEncoder: ...
 @overload
-def create_encoder(name: str | EncoderSpec, role: Literal["text"], device: str = "auto") -> TextEncoder: ...
+def create_encoder(name: str | EncoderSpec, role: Literal["text"], device: str = "auto", runtime: str = "auto") -> TextEncoder: ...
 
 
-def create_encoder(name: str | EncoderSpec, role: Role = "image", device: str = "auto") -> ImageEncoder | TextEncoder:
+def create_encoder(name: str | EncoderSpec, role: Role = "image", device: str = "auto",
+                   runtime: str = "auto") -> ImageEncoder | TextEncoder:
     """One name -> one encoder. A CLIP-like encoder serves both roles: as `text` it is the same class (both towers)."""
     spec = parse_encoder(name, role)
     if role == "text" and spec.family != "minilm" and not has_text_tower(spec):
         raise ValueError(f"{spec.name} has no text tower; use a CLIP-like encoder or a text encoder ({', '.join(PACKAGED_TEXT)})")
-    return FAMILIES[spec.family](spec, device)
+    return FAMILIES[spec.family](spec, device, runtime)

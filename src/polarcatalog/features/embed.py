@@ -126,7 +126,7 @@ class EmbedResult:
 
 
 def embed_all(processed: Path, out: Path, cache_root: Path, image: Sequence[EncoderSpec], text: EncoderSpec | None,
-              views: Views, device: str = "auto", batch_size: int = 64) -> EmbedResult:
+              views: Views, device: str = "auto", batch_size: int = 64, runtime: str = "auto") -> EmbedResult:
     anchors = read_table(processed / "anchors.parquet")
     queries = read_table(processed / "queries.parquet")
     chunks = read_table(processed / "chunks.parquet")
@@ -138,7 +138,7 @@ def embed_all(processed: Path, out: Path, cache_root: Path, image: Sequence[Enco
     stats: dict[str, dict[str, int]] = {}
     for spec in image:
         name = spec.name
-        enc = create_encoder(spec, "image", device)
+        enc = create_encoder(spec, "image", device, runtime)
         st = stats.setdefault(name, {})
         local = local_views(views.anchor, views.local_grid) if views.local_grid else []
         flips = [views.anchor.flipped()] if views.flips else []
@@ -152,7 +152,7 @@ def embed_all(processed: Path, out: Path, cache_root: Path, image: Sequence[Enco
             bad = [p for p, ok in zip(list(anchors["path"]) + list(queries["path"]), np.r_[a_ok, q_ok]) if not ok]
             raise BadImageError(bad[0], f"{len(bad)} curated image(s) no longer load; rerun the curate stage")
         stem = safe_name(name)
-        entry = {"id": enc.id, "dim": enc.dim}
+        entry = {"id": enc.id, "dim": enc.dim, "runtime": getattr(enc, "runtime", "torch")}
         arrays = {"anchors": a, "queries": q}
         if views.flips:
             arrays |= {"anchors_flip": rest[0], "queries_flip": q_flip[0]}
