@@ -1,12 +1,12 @@
 """How close the embed stage's image path comes to the bare model: views/s of the pipeline's encode path (one decode
-per image, content box, scale, flip, preprocess, channels_last forward, through a cold feature cache) beside the same
-model's channels_last forward on random tensors of the same shape (the roofline), per encoder, in one run. The
-default-format forward is timed too: what the stage ran before it moved to channels_last.
+per image, content box, scale, flip, preprocess on the decode thread, forward in the configured runtime, through a
+cold feature cache) beside the same runtime's forward on random tensors of the same shape (the roofline), per
+encoder, in one run. Torch's forward is timed too, in the default memory format and in channels_last.
 
-    .venv/bin/python benchmarks/embed_throughput.py [--images 256] [--batch 64]
+    .venv/bin/python benchmarks/embed_throughput.py [--images N] [--batch 64]
 
-Needs a finished curate stage (it reads data/processed/anchors.parquet and the images it lists). Writes
-reports/benchmarks/embed_throughput.{json,md}.
+Needs a finished embed stage (it reads data/processed/anchors.parquet, queries.parquet and the images they list).
+Writes reports/benchmarks/embed_throughput.{json,md}.
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ import platform
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 import torch
 
+from polarcatalog.app.workflows import query_view
 from polarcatalog.config import load_params
 from polarcatalog.encoders import create_encoder
 from polarcatalog.encoders.preprocess import Preprocess
@@ -31,23 +33,23 @@ from polarcatalog.io import read_table, write_json
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def forward_rate(model: torch.nn.Module, size: int, batch: int, repeats: int, channels_last: bool) -> float:
-    """Images/s of the bare forward (features + head) on random input, after one warm-up batch."""
-    x = torch.randn(batch, 3, size, size)
-    m = model
-    if channels_last:
-        x, m = x.contiguous(memory_format=torch.channels_last), model.to(memory_format=torch.channels_last)
+def rate(run: Callable[[], object], images: int, repeats: int) -> float:
+    """Images/s of `run` (one batch of `images`), after one warm-up call."""
+    run()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        run()
+    return images * repeats / (time.perf_counter() - start)
+
+
+def torch_rate(model: torch.nn.Module, x: torch.Tensor, repeats: int, channels_last: bool) -> float:
+    m = model.to(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+    x = x.contiguous(memory_format=torch.channels_last) if channels_last else x.contiguous()
     with torch.inference_mode():
-        m.forward_head(m.forward_features(x), pre_logits=True)
-        start = time.perf_counter()
-        for _ in range(repeats):
-            m.forward_head(m.forward_features(x), pre_logits=True)
-        seconds = time.perf_counter() - start
-    model.to(memory_format=torch.contiguous_format)
-    return batch * repeats / seconds
+        return rate(lambda: m.forward_head(m.forward_features(x), pre_logits=True), len(x), repeats)
 
 
-def pipeline_rate(encoder, paths: list[str], views: list[Preprocess], batch: int) -> tuple[float, float]:
+def pipeline_rate(encoder: object, paths: list[str], views: list[Preprocess], batch: int) -> tuple[float, float]:
     """(images/s, views/s) of the pipeline path on a cold cache: every image decoded once, all its views encoded."""
     with tempfile.TemporaryDirectory() as cache:
         start = time.perf_counter()
@@ -58,43 +60,61 @@ def pipeline_rate(encoder, paths: list[str], views: list[Preprocess], batch: int
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--images", type=int, default=256)
+    ap.add_argument("--images", type=int, default=None, help="first N images of each set (default: all, as the stage)")
     ap.add_argument("--batch", type=int, default=64)
     args = ap.parse_args()
     os.chdir(ROOT)
     params = load_params("params.yaml")
     e = params.encoders
-    anchors = read_table(ROOT / "data/processed/anchors.parquet")
-    paths = anchors["path"].tolist()[: args.images]
-    scale = json.loads((ROOT / "data/features/manifest.json").read_text())["anchor_scale"]
+    manifest = json.loads((ROOT / "data/features/manifest.json").read_text())
+    scale = manifest["anchor_scale"]
     view = Preprocess(e.content_box, scale)
-    views = [view, view.flipped()] if e.flips else [view]
+    compare = [Preprocess(e.content_box, int(px)) for px in next(iter(manifest["image"].values())).get("anchors_at", {})]
+    flip = lambda v: [v, v.flipped()] if e.flips else [v]  # noqa: E731
+    # the embed stage's own work: every anchor view (view, flip, the scale lever's views) and query view (view, flip)
+    sets = {"anchors": (read_table(ROOT / "data/processed/anchors.parquet")["path"].tolist()[: args.images], [*flip(view), *compare]),
+            "queries": (read_table(ROOT / "data/processed/queries.parquet")["path"].tolist()[: args.images], flip(query_view(params)))}
     rows = []
     for spec in e.image:
-        enc = create_encoder(spec, "image", "cpu")
-        if not hasattr(getattr(enc, "model", None), "forward_features"):
-            print(f"{spec.name}: not a timm model (the embedded EfficientNets are); skipped")
+        enc = create_encoder(spec, "image", "cpu", e.runtime)
+        if not hasattr(enc, "encode_prepared"):
+            print(f"{spec.name}: not a packaged EfficientNet; skipped")
             continue
-        size = getattr(enc, "input_size", 224)
-        repeats = max(1, args.images // args.batch)
-        bare = forward_rate(enc.model, size, args.batch, repeats, channels_last=False)
-        bare_cl = forward_rate(enc.model, size, args.batch, repeats, channels_last=True)
-        images_s, views_s = pipeline_rate(enc, paths, views, args.batch)
-        rows.append({"encoder": spec.name, "input px": size, "bare forward, default format (img/s)": round(bare, 1),
-                     "bare forward, channels_last (img/s)": round(bare_cl, 1), "pipeline (images/s)": round(images_s, 1),
-                     "pipeline (views/s)": round(views_s, 1), "pipeline / bare channels_last": round(views_s / bare_cl, 3)})
+        size = enc.input_size
+        x = torch.randn(args.batch, 3, size, size)
+        repeats = 8  # batches of the bare forward timed
+        bare = rate(lambda: enc.encode_prepared(x), args.batch, repeats)
+        default, cl = torch_rate(enc.model, x, repeats, False), torch_rate(enc.model, x, repeats, True)
+        total_views = total_seconds = 0.0
+        for name, (paths, views) in sets.items():
+            images_s, views_s = pipeline_rate(enc, paths, views, args.batch)
+            total_views += len(paths) * len(views)
+            total_seconds += len(paths) / images_s
+            rows.append({"encoder": spec.name, "runtime": enc.runtime, "input px": size, "images": f"{len(paths)} {name}",
+                         "views per image": len(views), "bare forward (img/s)": round(bare, 1),
+                         "torch default format (img/s)": round(default, 1), "torch channels_last (img/s)": round(cl, 1),
+                         "pipeline (images/s)": round(images_s, 1), "pipeline (views/s)": round(views_s, 1),
+                         "pipeline / bare": round(views_s / bare, 3)})
+        rows.append({"encoder": spec.name, "runtime": enc.runtime, "input px": size, "images": "embed stage (both)",
+                     "views per image": round(total_views / sum(len(p) for p, _ in sets.values()), 2),
+                     "bare forward (img/s)": round(bare, 1), "torch default format (img/s)": round(default, 1),
+                     "torch channels_last (img/s)": round(cl, 1), "pipeline (images/s)": None,
+                     "pipeline (views/s)": round(total_views / total_seconds, 1),
+                     "pipeline / bare": round(total_views / total_seconds / bare, 3)})
     df = pd.DataFrame(rows)
     out = ROOT / "reports/benchmarks"
     meta = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "images": len(paths), "batch": args.batch, "views per image": len(views), "anchor scale px": scale}
+            "images": args.images or "all", "batch": args.batch, "anchor scale px": scale}
     write_json({"meta": meta, "rows": rows}, out / "embed_throughput.json")
     (out / "embed_throughput.md").write_text(
         "# Embed throughput: the pipeline's image path vs the bare model\n\n"
-        f"{meta['images']} catalog images, anchor views (content box, scaled to {scale} px, {meta['views per image']} views per "
-        f"image: the view and its flip, from one decode), batch {args.batch}, cold feature cache, CPU ({meta['cpus']} cores, "
-        f"{meta['torch_threads']} torch threads). `pipeline / bare channels_last` compares the pipeline's views/s with the "
-        "bare forward it runs (channels_last) on random tensors of the same shape; the target is >= 0.8.\n\n" + df.to_markdown(index=False) + "\n\nTimings vary run to run: a measurement, not a metric "
-        "DVC tracks.\n")
+        f"The embed stage's work per encoder: every catalog image (anchor view: content box scaled to {scale} px, its flip, "
+        "and the scale lever's views) and every query sprite (native pixels, content box, and its flip), all views of an "
+        "image from one decode; batch "
+        f"{args.batch}, cold feature cache, CPU ({meta['cpus']} cores, {meta['torch_threads']} threads). `bare forward` is "
+        "the configured runtime on random tensors of the input shape; `pipeline / bare` compares the pipeline's views/s "
+        "with it (target >= 0.8). Torch's own forward is shown for reference.\n\n" + df.to_markdown(index=False)
+        + "\n\nTimings vary run to run: a measurement, not a metric DVC tracks.\n")
     print(df.to_string(index=False))
 
 

@@ -41,8 +41,10 @@ def _to_rgb(im: Image.Image, background: tuple[int, int, int]) -> Image.Image:
     return im.convert("RGB")  # L, 1, CMYK, YCbCr, LAB, HSV
 
 
-def load_rgb(path: str | Path, background: tuple[int, int, int] = WHITE) -> Image.Image:
-    """Decode fully and normalise to RGB, or raise BadImageError with the reason."""
+def load_rgb(path: str | Path, background: tuple[int, int, int] = WHITE, at_least: int | None = None) -> Image.Image:
+    """Decode fully and normalise to RGB, or raise BadImageError with the reason. `at_least`: a JPEG may be decoded
+    at 1/2, 1/4 or 1/8 scale (its DCT's own reduction, several times faster) as long as both sides stay >= at_least
+    px; for a view that is shrunk to a small size anyway."""
     path = Path(path)
     if not path.is_file():
         raise BadImageError(path, "missing file")
@@ -52,6 +54,8 @@ def load_rgb(path: str | Path, background: tuple[int, int, int] = WHITE) -> Imag
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(path) as im:
+                if at_least and im.format == "JPEG":
+                    im.draft("RGB", (at_least, at_least))
                 im.load()  # decode now: truncation shows up here, not later inside a batch
                 im = ImageOps.exif_transpose(im) or im
                 if getattr(im, "n_frames", 1) > 1:

@@ -85,6 +85,8 @@ def onnx_session(model: torch.nn.Module, size: int) -> Any:
                       output_names=["features", "logits"], dynamic_axes={"x": {0: "n"}}, dynamo=False, opset_version=17)
     options = ort.SessionOptions()
     options.intra_op_num_threads = torch.get_num_threads()
+    # no spin-waiting between runs: the embed path decodes the next batch on another thread meanwhile
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.log_severity_level = 3
     return ort.InferenceSession(buffer.getvalue(), options, providers=["CPUExecutionProvider"])
 
@@ -127,31 +129,42 @@ class EfficientNetEncoder:
     def encode_images(self, images: Sequence[Image.Image], batch_size: int = 64) -> np.ndarray:
         return self.forward(images, batch_size)[0]
 
+    def prepare(self, images: Sequence[Image.Image]) -> torch.Tensor:
+        return self.preprocess(images)
+
+    def encode_prepared(self, batch: torch.Tensor) -> np.ndarray:
+        return self._run(batch)[0]
+
     @torch.inference_mode()
     def forward(self, images: Sequence[Image.Image], batch_size: int = 32, desc: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Returns (l2-normalised pooled features [n, d], ImageNet softmax [n, 1000])."""
         feats, probs = [], []
         for i in batches(len(images), batch_size, desc or self.name):
-            x = self.preprocess(images[i : i + batch_size])
-            if self.session is not None:
-                f, logits = (torch.from_numpy(a) for a in self.session.run(None, {"x": x.numpy()}))
-            else:
-                x = x.to(self.device, memory_format=torch.channels_last)
-                f = self.model.forward_head(self.model.forward_features(x), pre_logits=True)
-                logits = self.model.get_classifier()(f)
-            feats.append(torch.nn.functional.normalize(f.float(), dim=-1).cpu().numpy())
-            probs.append(logits.float().softmax(-1).cpu().numpy())
+            f, p = self._run(self.preprocess(images[i : i + batch_size]))
+            feats.append(f)
+            probs.append(p)
         d = self.model.num_features
         return (np.concatenate(feats) if feats else np.zeros((0, d), np.float32),
                 np.concatenate(probs) if probs else np.zeros((0, 1000), np.float32))
+
+    @torch.inference_mode()
+    def _run(self, x: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """One preprocessed batch -> (l2-normalised features, ImageNet softmax)."""
+        if self.session is not None:
+            f, logits = (torch.from_numpy(a) for a in self.session.run(None, {"x": x.numpy()}))
+        else:
+            x = x.to(self.device, memory_format=torch.channels_last)
+            f = self.model.forward_head(self.model.forward_features(x), pre_logits=True)
+            logits = self.model.get_classifier()(f)
+        return (torch.nn.functional.normalize(f.float(), dim=-1).cpu().numpy(), logits.float().softmax(-1).cpu().numpy())
 
 
 def batch_tensor(images: Sequence[Image.Image], size: int) -> torch.Tensor:
     """[n, 3, size, size] ImageNet-normalised: each whole image squashed to the square input with a bicubic resize
     (no centre crop: anchors and icons must not lose their edges), normalised once for the batch."""
     pixels = np.stack([np.asarray(im.convert("RGB").resize((size, size), Image.Resampling.BICUBIC)) for im in images])
-    x = torch.from_numpy(pixels).permute(0, 3, 1, 2).float().div_(255.0)
-    return (x - torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)) / torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
+    x = torch.from_numpy(pixels).permute(0, 3, 1, 2).contiguous().float()  # NCHW, contiguous: what ONNX Runtime reads
+    return x.sub_(255.0 * torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)).mul_(1.0 / (255.0 * torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)))
 
 
 RUNTIMES = ("auto", "onnxruntime", "torch")

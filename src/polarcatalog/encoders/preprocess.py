@@ -58,17 +58,23 @@ def derive(image: Image.Image, views: Sequence[Preprocess]) -> list[Image.Image]
     """Every view of one decoded image, as `apply` gives them one by one, but the subject's box is found once: the
     flood fill behind it is the costly step, and an anchor has up to six views (global, flip, local cells)."""
     bases: dict[tuple[bool, bool], Image.Image] = {}
+    scaled: dict[tuple, Image.Image] = {}  # a view and its flip share the crop and the resize
+    out = []
     for v in views:
         if (v.unblock, v.content_box) not in bases:
             im = unblock(image) if v.unblock else image
             bases[v.unblock, v.content_box] = content_box(im) if v.content_box else im
-    return [_finish(bases[v.unblock, v.content_box], v) for v in views]
+        key = (v.unblock, v.content_box, v.cell, v.scale_to)
+        if key not in scaled:
+            scaled[key] = _cut_and_scale(bases[v.unblock, v.content_box], v)
+        out.append(ImageOps.mirror(scaled[key]) if v.flip else scaled[key])
+    return out
 
 
-def _finish(im: Image.Image, opts: Preprocess) -> Image.Image:
+def _cut_and_scale(im: Image.Image, opts: Preprocess) -> Image.Image:
     if opts.cell is not None:
         im = grid_cell(im, *opts.cell)
     if opts.scale_to and max(im.size) > opts.scale_to:
         ratio = opts.scale_to / max(im.size)
         im = im.resize((max(1, round(im.size[0] * ratio)), max(1, round(im.size[1] * ratio))), Image.Resampling.LANCZOS)
-    return ImageOps.mirror(im) if opts.flip else im
+    return im

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from PIL import Image
 
 from polarcatalog.data.images import BadImageError, Quarantine, load_rgb
 from polarcatalog.encoders import ImageEncoder, TextEncoder
+from polarcatalog.encoders.base import PreparingEncoder
 from polarcatalog.encoders.preprocess import Preprocess, derive
 from polarcatalog.features.cache import FeatureCache, item_key, text_sha
 from polarcatalog.io import sha256_file
@@ -31,6 +32,12 @@ def encode_image_files(encoder: ImageEncoder, paths: Sequence[str | Path], cache
     """(vectors [n, d] l2-normalised, ok mask) of one view; see `encode_image_views`."""
     vecs, ok = encode_image_views(encoder, paths, cache_root, [views], shas, batch_size, quarantine, stats)
     return vecs[0], ok
+
+
+def decode_size(views: Sequence[Preprocess]) -> int | None:
+    """The smallest image side every view can be cut from without losing detail: views that all shrink the subject
+    to `scale_to` px need about 3x that (the subject rarely fills the image); any other view needs the full decode."""
+    return 3 * max(v.scale_to for v in views) if views and all(v.scale_to for v in views) else None
 
 
 def encode_image_views(encoder: ImageEncoder, paths: Sequence[str | Path], cache_root: str | Path,
@@ -61,17 +68,21 @@ def encode_image_views(encoder: ImageEncoder, paths: Sequence[str | Path], cache
     done: list[list[int]] = [[] for _ in views]
     fresh: list[list[np.ndarray]] = [[] for _ in views]
 
-    def decode(chunk: np.ndarray) -> list[tuple[int, list[Image.Image]]]:
+    prepares = isinstance(encoder, PreparingEncoder)
+
+    def decode(chunk: np.ndarray) -> tuple[list[tuple[int, list[Image.Image]]], Any]:
+        """The chunk's views, and (for an encoder that can) its preprocessed batch: all off the forward's thread."""
         loaded = []
         for i in chunk:
             want = [v for j, v in enumerate(views) if missing[j, i]]
             try:
-                loaded.append((int(i), derive(load_rgb(paths[i]), want)))
+                loaded.append((int(i), derive(load_rgb(paths[i], at_least=decode_size(want)), want)))
             except BadImageError as err:
                 ok[i] = False
                 if quarantine is not None:
                     quarantine.add(paths[i], err.reason, role)
-        return loaded
+        flat = [im for _, per_view in loaded for im in per_view]
+        return loaded, encoder.prepare(flat) if prepares and flat else flat
 
     step = max(1, batch_size // len(views))  # a chunk is about one batch of forwards
     chunks = [todo[i : i + step] for i in range(0, len(todo), step)]
@@ -79,13 +90,12 @@ def encode_image_views(encoder: ImageEncoder, paths: Sequence[str | Path], cache
         pending = pool.submit(decode, chunks[0])
         for n, chunk in enumerate(progress(chunks, len(todo), f"encode {encoder.id}", unit="img",
                                            weights=(len(c) for c in chunks), disable=len(todo) < 2 * batch_size)):
-            loaded = pending.result()
+            loaded, batch = pending.result()
             if n + 1 < len(chunks):
                 pending = pool.submit(decode, chunks[n + 1])
-            flat = [im for _, per_view in loaded for im in per_view]
-            if not flat:
+            if not loaded:
                 continue
-            vecs = iter(encoder.encode_images(flat, batch_size))
+            vecs = iter(encoder.encode_prepared(batch) if prepares else encoder.encode_images(batch, batch_size))
             for i, per_view in loaded:
                 for j in np.flatnonzero(missing[:, i]):
                     done[j].append(i)
