@@ -59,5 +59,5 @@ def test_the_folder_scale_is_the_median_subject_and_snaps_to_the_ladder(tmp_path
     near = choose_anchor_scale("auto", paths, catalog=26)
     assert near.measured == 25 and near.used == 26 and not near.adapted  # within 10 %: the embed stage's anchors
     far = choose_anchor_scale("auto", paths, catalog=40)
-    assert far.used == 27 and far.adapted and "re-encoded" in far.describe()
+    assert far.used == 27 and far.adapted and "encoded once at this scale" in far.describe()
     assert choose_anchor_scale("catalog", paths, 40).used == 40 and choose_anchor_scale(64, paths, 40).used == 64

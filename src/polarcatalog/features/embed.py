@@ -86,7 +86,8 @@ class AnchorScale:
                   "catalog": "the catalog's"}.get(
             self.setting, "set by --anchor-scale")
         size = lambda px: "full size" if px is None else f"{px} px"  # noqa: E731
-        state = f"re-encoded from the catalog's {size(self.catalog)}" if self.adapted else "the embed stage's features"
+        state = (f"not the catalog's {size(self.catalog)}: encoded once at this scale, then read from the feature cache"
+                 if self.adapted else "the embed stage's features")
         return f"anchors at {size(self.used)} ({source}; {state})"
 
 
