@@ -176,7 +176,8 @@ def test_retrieval_table_and_ablation_outputs(repo):
     assert set(splits["split"]) == {"dev", "test"}
     lam = json.loads((root / "reports/ablate_lam.json").read_text())
     assert sorted(lam["test"]["mRR@1"]) == ["0.0", "0.5", "1.0"]
-    assert lam["chosen_on_dev"]["lam"] in (0.0, 0.5, 1.0) and lam["chosen_on_dev"]["configured"] == 0.6
+    configured = yaml.safe_load((root / "params.yaml").read_text())["retrieval"]["lam"]
+    assert lam["chosen_on_dev"]["lam"] in (0.0, 0.5, 1.0) and lam["chosen_on_dev"]["configured"] == configured
     lam_plot = pd.read_csv(root / "reports/plots/ablate_lam.csv")
     assert set(lam_plot["chunks"]) == {"anchors", "multimodal"}  # the paper's setting beside the configured one
     top_k = pd.read_csv(root / "reports/plots/curve_top_k.csv")

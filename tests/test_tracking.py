@@ -9,6 +9,7 @@ import mlflow
 import nbformat
 import papermill
 import pytest
+import yaml
 from mlflow import MlflowClient
 
 from tests.conftest import ROOT
@@ -77,7 +78,8 @@ def test_finished_run_has_params_metrics_tags_and_notebook(workspace):
     run = _only_run()
     assert run.info.status == "FINISHED" and run.info.run_name == "probe"
     # exactly the params the stage declares in dvc.yaml, under their own keys
-    assert run.data.params == {"retrieval.lam": "0.6", "dataset.seed": "0", "tracking.experiment": "polarcatalog",
+    lam = yaml.safe_load((ROOT / "params.yaml").read_text())["retrieval"]["lam"]
+    assert run.data.params == {"retrieval.lam": str(lam), "dataset.seed": "0", "tracking.experiment": "polarcatalog",
                                "tracking.log_notebook": "True"}
     assert run.data.metrics["answer.value"] == 42 and run.data.metrics["answer.mRR_at_1"] == 0.5
     assert "answer.name" not in run.data.metrics and run.data.metrics["answer.Conflict_at_3 _memory_ ge 3_"] == 0.0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from functools import partial
+from io import BytesIO
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -75,12 +76,10 @@ class _Heads(torch.nn.Module):
 def onnx_session(model: torch.nn.Module, size: int) -> Any:
     """The model exported to ONNX in memory (about 0.4 s; nothing written to disk) and loaded in ONNX Runtime, with
     as many threads as torch uses. On 2 CPU cores it runs these nets about 3x faster than torch in channels_last, with
-    the same features to ~1e-5 (tests/test_real_model_classes.py holds that)."""
-    import io
+    the same features to ~1e-5 (tests/test_encoders_cache.py holds that)."""
+    import onnxruntime as ort  # optional: the `cpu` extra
 
-    import onnxruntime as ort  # the `cpu` extra
-
-    buffer = io.BytesIO()
+    buffer = BytesIO()
     torch.onnx.export(_Heads(model).eval(), torch.zeros(1, 3, size, size), buffer, input_names=["x"],
                       output_names=["features", "logits"], dynamic_axes={"x": {0: "n"}}, dynamo=False, opset_version=17)
     options = ort.SessionOptions()
@@ -93,8 +92,8 @@ def onnx_session(model: torch.nn.Module, size: int) -> Any:
 
 def onnx_available() -> bool:
     try:
-        import onnx  # noqa: F401  (the exporter needs it)
-        import onnxruntime  # noqa: F401
+        import onnx  # noqa: F401  # optional: the `cpu` extra (torch's exporter needs it)
+        import onnxruntime  # noqa: F401  # optional: the `cpu` extra
     except ImportError:
         return False
     return True
