@@ -21,7 +21,7 @@ from polarcatalog.eval.metrics import gold_ranks, summarize
 from polarcatalog.encoders.preprocess import Preprocess
 from polarcatalog.features.embed import AnchorScale, choose_anchor_scale, encode_anchor_views
 from polarcatalog.features.encode import encode_image_views
-from polarcatalog.features.workspace import Workspace, load_workspace
+from polarcatalog.features.workspace import Workspace, average_flips, load_workspace
 from polarcatalog.memory.constraints import conflict_at_k, reorder, sort_keys
 from polarcatalog.memory.memories import Memory
 from polarcatalog.memory.memories import states as memory_states
@@ -30,7 +30,6 @@ from polarcatalog.memory.inputs import GraphInputs, graph_inputs
 from polarcatalog.memory.query_parser import parse_text
 from polarcatalog.memory.verifiers import load_scores
 from polarcatalog.retrieval.vrrag import prepare_queries, query_encoders
-from polarcatalog.vectors import l2_normalise
 
 
 STATE_MARK = {-1: " [conflict]", 0: "", 1: " [has]"}
@@ -142,7 +141,7 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     for i, (name, enc) in enumerate(encoders.items()):
         vecs, ok_n = encode_image_views(enc, q["path"].tolist(), cache, q_views, batch_size=params.encoders.batch_size,
                                         quarantine=quarantine if i == 0 else None, stats=stats["queries"])
-        feats[name] = l2_normalise(sum(vecs))  # with flips: the query averaged with its mirror image, like the pipeline's
+        feats[name] = average_flips(*vecs) if len(vecs) == 2 else vecs[0]  # the pipeline's rule for its own queries
         ok &= ok_n
     q = q[ok].reset_index(drop=True)
     feats = {n: f[ok] for n, f in feats.items()}

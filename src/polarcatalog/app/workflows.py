@@ -43,8 +43,8 @@ def embed_views(params: Params, query_paths: list[str]) -> Views:
     """Anchors scale-matched to the queries (`encoders.anchor_scale`: auto measures `query_paths`), flips of both.
     The pipeline passes its dev queries only: the scale is chosen on dev, never on the test queries it reports."""
     e = params.encoders
-    scale = resolve_anchor_scale(e.anchor_scale, query_paths, params.dataset.seed, e.anchor_scale_ratio)
-    measured = query_content_scale(query_paths, seed=params.dataset.seed) if e.compare_scale_ratios else 0
+    measured = query_content_scale(query_paths, seed=params.dataset.seed) if e.anchor_scale == "auto" or e.compare_scale_ratios else 0
+    scale = resolve_anchor_scale(e.anchor_scale, measured, e.anchor_scale_ratio)
     compare = tuple(Preprocess(e.content_box, px) for px in dict.fromkeys(round(r * measured) for r in e.compare_scale_ratios)
                     if px != scale)
     return Views(Preprocess(e.content_box, scale), query_view(params), e.local_grid, e.flips, compare)

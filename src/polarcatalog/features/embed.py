@@ -48,14 +48,18 @@ def query_content_scale(paths: list[str], sample: int = 400, seed: int = 0) -> i
     return int(np.median(sides))
 
 
-def resolve_anchor_scale(setting: Literal["auto"] | int | None, query_paths: list[str], seed: int = 0,
-                         ratio: float = 1.0) -> int | None:
-    """`auto`: `ratio` times the queries' measured subject size; a number is taken as is; None: anchors at full size.
-    Why a ratio: a sprite's pixels are drawn, an artwork shrunk to the same size is blurred by the resampling, so the
-    anchor that carries the query's level of detail is larger than the query (the ratio is chosen on dev)."""
+def resolve_anchor_scale(setting: Literal["auto"] | int | None, measured: int | None, ratio: float = 1.0) -> int | None:
+    """`auto`: `ratio` times the queries' measured subject size (`query_content_scale`); a number is taken as is;
+    None: anchors at full size. Why a ratio: a sprite's pixels are drawn, an artwork shrunk to the same size is blurred
+    by the resampling, so the anchor that carries the query's level of detail is larger than the query (the ratio is
+    chosen on dev)."""
     if setting is None:
         return None
-    return round(ratio * query_content_scale(query_paths, seed=seed)) if setting == "auto" else int(setting)
+    if setting != "auto":
+        return int(setting)
+    if measured is None:
+        raise ValueError("encoders.anchor_scale auto needs the queries' measured subject size")
+    return round(ratio * measured)
 
 
 SCALE_TOLERANCE = 0.1  # a measured scale within 10 % of the catalog's keeps the catalog's anchors

@@ -48,8 +48,9 @@ def encode_image_views(encoder: ImageEncoder, paths: Sequence[str | Path], cache
 
     Only (image, view) pairs missing from the cache are encoded. Each image with anything missing is decoded once
     and all its views are cut from that decode (`derive`). The work streams in chunks of about one batch of views: the
-    next chunk is decoded on a second thread while the encoder runs on this one, so the first forward starts after
-    one chunk, not after every decode, and the progress bar counts images with a rate and an ETA."""
+    next chunk is decoded (and, for a `PreparingEncoder`, preprocessed) on a second thread while the encoder runs on
+    this one, so the first forward starts after one chunk, not after every decode, and the progress bar counts images
+    with a rate and an ETA."""
     cache = FeatureCache(cache_root, encoder.id)
     shas = list(shas) if shas is not None else [sha256_file(p) if Path(p).is_file() else "missing" for p in paths]
     keys = [[item_key(encoder.id, v.key(), s) for s in shas] for v in views]

@@ -40,16 +40,18 @@ class Workspace:
         mirror image (the default whenever the embed stage encoded flips). The lever table reads every combination."""
         if (anchors or queries) and not self.has_flips:
             raise ValueError("the features have no flipped views; set encoders.flips: true and rerun the embed stage")
-        pick = lambda views, on: {n: _average(v, f) if on else v for n, (v, f) in views.items()}  # noqa: E731
+        pick = lambda views, on: {n: average_flips(v, f) if on else v for n, (v, f) in views.items()}  # noqa: E731
         return replace(self, anchor_f=pick(self.anchor_views, anchors), query_f=pick(self.query_views, queries))
 
     def with_anchor_views(self, views: dict[str, tuple[np.ndarray, np.ndarray | None]]) -> Workspace:
         """Anchors seen another way (e.g. at a query folder's scale) for the encoders in `views`; the others keep theirs."""
         anchor_views = {**self.anchor_views, **views}
-        return replace(self, anchor_views=anchor_views, anchor_f={**self.anchor_f, **{n: _average(*v) for n, v in views.items()}})
+        return replace(self, anchor_views=anchor_views, anchor_f={**self.anchor_f, **{n: average_flips(*v) for n, v in views.items()}})
 
 
-def _average(view: np.ndarray, flipped: np.ndarray | None) -> np.ndarray:
+def average_flips(view: np.ndarray, flipped: np.ndarray | None) -> np.ndarray:
+    """An image's features averaged with its mirror image's (l2-normalised); the view alone when not flipped. The one
+    rule for anchors, pipeline queries and the CLI's queries."""
     return view if flipped is None else l2_normalise(view + flipped)
 
 
@@ -79,8 +81,8 @@ def load_workspace(features: Path, processed: Path) -> Workspace:
     query_views = {n: (load(e["queries"]), load(e.get("queries_flip"))) for n, e in img.items()}
     return Workspace(
         species, anchors, queries, chunks, manifest,
-        {n: _average(*v) for n, v in anchor_views.items()},
-        {n: _average(*v) for n, v in query_views.items()},
+        {n: average_flips(*v) for n, v in anchor_views.items()},
+        {n: average_flips(*v) for n, v in query_views.items()},
         {n: load(e.get("chunks")) for n, e in img.items()},
         load(manifest["text"]["chunks"]) if manifest.get("text") else None,
         {n: load(e["anchors_local"]) for n, e in img.items() if e.get("anchors_local")},

@@ -18,7 +18,7 @@ max over a species' chunks of λ s_m + (1-λ) s_i equals λ max s_m + (1-λ) s_i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from sklearn.linear_model import Ridge
@@ -148,18 +148,25 @@ class VRRAG:
         self.catalog, self.ensemble, self.chunks, self.reranker, self.r = catalog, ensemble, chunks, reranker, r
         self.kind, self.nlist, self.seed = index, nlist, seed
         self.m = np.hstack([catalog.chunk_vectors(n, chunks) for n in ensemble])
-        self.index = build_index(self.m, index, nlist, seed=seed)
+        self._index = None  # built on first use without the hubness correction (with it, each batch has its own)
+
+    @property
+    def index(self) -> Any:  # a FAISS index
+        if self._index is None:
+            self._index = build_index(self.m, self.kind, self.nlist, seed=self.seed)
+        return self._index
 
     def candidates(self, queries: dict[str, np.ndarray], block: int = 1024, hubness_k: int | None = None) -> Candidates:
         """`hubness_k`: CSLS over this query batch (`retrieval.hubness`), both for s_m and for s_i."""
         E = len(self.ensemble)
         q = np.hstack([queries[n] for n in self.ensemble]) / E
-        index = self.index
         if hubness_k:
             # the per-chunk penalty enters the inner product as one more column: FAISS still returns the exact top-r
             penalty = np.mean([csls_penalty(queries[n], self.catalog.chunk_vectors(n, self.chunks), hubness_k) for n in self.ensemble], axis=0)
             index = build_index(np.hstack([self.m, -penalty[:, None]]), self.kind, self.nlist, seed=self.seed)
             q = np.hstack([q, np.ones((len(q), 1), q.dtype)])
+        else:
+            index = self.index
         s_m, ids = search(index, q, self.r)
         sp = np.where(ids >= 0, self.catalog.chunk_species[np.maximum(ids, 0)], -1)
         species, s_m = _first_per_species(sp, s_m, len(self.catalog.species_ids))
