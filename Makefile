@@ -9,21 +9,32 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml 2>/dev/null | sha256sum |
 
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYTHONUNBUFFERED := 1
-# MLflow store next to the repo, absolute (a relative URI loses runs under `dvc exp run --temp`).
-export MLFLOW_TRACKING_URI ?= sqlite:///$(CURDIR)/mlflow.db
 
-.PHONY: help venv repro test ui lab clean-venv
+.PHONY: help venv system-deps repro test ui lab team-db team-server clean-features clean-venv
 help:
 	@echo "make repro  - create/update .venv, install, run 'dvc repro' (embedded default)"
 	@echo "make test   - create/update .venv, install, run the test suite"
-	@echo "make ui     - MLflow UI on http://127.0.0.1:5000"
+	@echo "make ui     - MLflow UI on http://127.0.0.1:5000, opened on the runs list (the URL is printed)"
 	@echo "make lab    - JupyterLab on http://127.0.0.1:8888"
 
-venv: $(STAMP)
+PLOTS_TEMPLATE := .dvc/plots_template.html
+venv: $(STAMP) $(PLOTS_TEMPLATE)
+# `dvc plots show/diff` pages that work offline: vega inlined (polarcatalog/app/plots_page.py; .dvc/config names it)
+$(PLOTS_TEMPLATE): | $(STAMP)
+	$(BIN)/polarcatalog plots-template --dest $@
+
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]"
+	@# Every Python process of this venv puts the venv's bin/ first on PATH, as activation does: `.venv/bin/dvc exp run`
+	@# from any shell then finds `polarcatalog` for the stage commands and `dvc` for `dvc queue start`'s workers.
+	@printf '%s\n' 'import os, sys; b = os.path.join(sys.prefix, "bin"); p = os.environ.get("PATH", ""); sys.prefix != sys.base_prefix and b not in p.split(os.pathsep) and os.environ.__setitem__("PATH", b + os.pathsep + p)' \
+	  > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/polarcatalog_venv_path.pth"
+	@# This venv's JupyterLab saves the stage notebooks without outputs or kernel noise (polarcatalog/app/lab.py).
+	@mkdir -p $(VENV)/etc/jupyter
+	@printf '%s\n' '# written by `make venv`: the stage notebooks are saved without outputs or kernel noise (polarcatalog/app/lab.py)' \
+	  'c.ContentsManager.pre_save_hook = "polarcatalog.app.lab.pre_save"' > $(VENV)/etc/jupyter/jupyter_server_config.py
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
@@ -32,14 +43,42 @@ repro: venv
 	@test -d .dvc || $(BIN)/dvc init -q
 	$(BIN)/dvc repro
 
-test: venv
+# OS packages some tests start for real: PostgreSQL (team mode) and a headless Chromium (the MLflow UI check).
+# Installed with apt-get when missing (as root, or through sudo); elsewhere, install them the way your OS does.
+SYSTEM_DEPS := postgresql chromium
+system-deps:
+	@missing=""; { ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null; } || missing="postgresql"; \
+	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo"; \
+	  echo "installing OS packages:$$missing"; \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+test: venv system-deps
 	$(BIN)/python -m pytest -q
 
 ui: venv
-	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow ui --backend-store-uri $(MLFLOW_TRACKING_URI) --host 127.0.0.1 --port 5000 --workers 1
+	$(BIN)/polarcatalog ui --port 5000
 
 lab: venv
 	$(BIN)/jupyter lab --ip 127.0.0.1 --no-browser $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+# Team mode (README, "Team mode"): one tracking server on PostgreSQL with artifacts on a shared path.
+TEAM_DIR ?= /srv/polarcatalog
+TEAM_DB_PORT ?= 5432
+TEAM_DB ?= postgresql://mlflow@127.0.0.1:$(TEAM_DB_PORT)/mlflow
+TEAM_ARTIFACTS ?= $(TEAM_DIR)/mlflow-artifacts
+TEAM_HOST ?= 127.0.0.1
+TEAM_PORT ?= 5000
+team-db: venv  # a local PostgreSQL cluster for the server (skip it with a managed PostgreSQL: set TEAM_DB)
+	$(BIN)/polarcatalog team-db --dir $(TEAM_DIR)/postgres --port $(TEAM_DB_PORT)
+
+team-server: venv
+	$(BIN)/polarcatalog team-server --backend $(TEAM_DB) --artifacts $(TEAM_ARTIFACTS) --host $(TEAM_HOST) --port $(TEAM_PORT)
+
+clean-features:  # the content-addressed feature cache: the next `dvc repro -f -s embed` recomputes every vector
+	rm -rf data/cache/features
 
 clean-venv:
 	rm -rf $(VENV)

@@ -160,3 +160,20 @@ def test_cli_rejects_a_negative_soft_penalty_like_params_do(tmp_path):
     assert res.exit_code == 2
     message = str(in_params.value).splitlines()[-1].strip()
     assert "graph.constraint: constraint strength 'soft:-5'; allowed:" in message and message in res.output
+
+
+def test_dvc_exp_run_set_param_changes_only_that_line_of_params_yaml(tmp_path):
+    """`dvc exp run -S` rewrites params.yaml with DVC's own YAML writer (the function below is what it calls): the
+    committed layout is that writer's, so an experiment's diff is the one value it sets."""
+    from dvc.utils.hydra import apply_overrides
+
+    path = tmp_path / "params.yaml"
+    path.write_text((ROOT / "params.yaml").read_text())
+    apply_overrides(path, ["retrieval.lam=0.123", "ablations.top_k=[1,2]"])
+    import difflib
+
+    before, after = (ROOT / "params.yaml").read_text().splitlines(), path.read_text().splitlines()
+    diff = [line for line in difflib.unified_diff(before, after, lineterm="", n=0) if line[:1] in "+-"][2:]
+    lam = next(line for line in before if line.startswith("  lam: "))
+    assert diff[0] == f"-{lam}" and diff[1].startswith("+  lam: 0.123 ") and diff[1].split("#")[1:] == lam.split("#")[1:]
+    assert sorted(diff[2:]) == sorted(["-  - 3", "-  - 5", "-  - 10", "-  - 15", "+  - 2"])  # top_k: [1, 2]

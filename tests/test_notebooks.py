@@ -33,7 +33,32 @@ def test_each_notebook_is_a_papermill_stage(path):
     for stage in stages:
         cmd = stage["cmd"]
         executed = f"reports/notebooks/{path.stem}" + ("_${item}" if "${item}" in cmd else "") + ".ipynb"
-        assert cmd.startswith("papermill ") and " -k python3" in cmd and f"-p executed_notebook {executed}" in cmd
+        # app/run_notebook.py: papermill with params_file and executed_notebook injected, the checkout's src/ imported
+        assert cmd.startswith(f"polarcatalog run-notebook notebooks/{path.name} {executed}")
         assert f"notebooks/{path.name}" in stage["deps"]
     # executed notebooks change on every run: never a dependency of another stage
     assert all(executed not in s.get("deps", []) for s in STAGES.values())
+
+
+def test_run_notebook_imports_the_checkouts_src_and_reports_each_cell_quietly(tmp_path):
+    """What every stage runs: the kernel imports from this checkout's src/ (an experiment's copy, not the editable
+    install's workspace), parameters are injected, and the terminal gets one line per cell and no kernel warnings."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src/pc_checkout_probe.py").write_text("WHERE = 'this checkout'\n")
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell('params_file = "x"\nexecuted_notebook = None\naxis = "none"')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell("import pc_checkout_probe\nprint(pc_checkout_probe.WHERE, axis)")]
+    nbformat.write(nb, tmp_path / "probe.ipynb")
+    cli = Path(sys.executable).parent / "polarcatalog"
+    proc = subprocess.run([str(cli), "run-notebook", "probe.ipynb", "out/probe.ipynb", "-p", "axis=lam"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = nbformat.read(tmp_path / "out/probe.ipynb", as_version=4)
+    assert out.cells[-1].outputs[0]["text"] == "this checkout lam\n"
+    assert "cell 2/2" in proc.stderr and "import pc_checkout_probe" in proc.stderr
+    assert "WARNING" not in proc.stderr and "Executing" not in proc.stderr, proc.stderr

@@ -133,7 +133,9 @@ def test_one_mlflow_run_per_stage_with_notebook_and_figures(repo):
     assert all(r.info.status == "FINISHED" for r in parents + children)
     # one child run per ablation value, under its axis
     lam_children = [c for c in children if c.data.tags["mlflow.parentRunId"] == runs["ablate@lam"].info.run_id]
-    assert sorted(c.data.params["lam"] for c in lam_children) == ["0.0", "0.5", "1.0"]
+    assert sorted(c.data.params["retrieval.lam"] for c in lam_children) == ["0.0", "0.5", "1.0"]
+    assert all(c.data.params["retrieval.k"] == "5" and c.data.params["ablation.axis"] == "lam" for c in lam_children)
+    assert all(r.data.tags["run_kind"] == "pipeline" for r in parents)
     cur = runs["curate"]
     assert cur.info.status == "FINISHED"
     assert cur.data.params["curate.chunk_words"] == "40" and cur.data.params["dataset.species_limit"] == str(N_SPECIES)
@@ -141,7 +143,8 @@ def test_one_mlflow_run_per_stage_with_notebook_and_figures(repo):
     assert cur.data.tags["dvc_stage"] == "curate" and len(cur.data.tags["git_commit"]) == 40
     assert "seed" not in cur.data.params and cur.data.params["dataset.seed"] == "0" and "graph.kappa" not in cur.data.params
     client = MlflowClient(env["MLFLOW_TRACKING_URI"])
-    assert [a.path for a in client.list_artifacts(cur.info.run_id, "notebook")] == ["notebook/01_curate.ipynb"]
+    assert [a.path for a in client.list_artifacts(cur.info.run_id, "notebook")] == ["notebook/01_curate.html",
+                                                                                    "notebook/01_curate.ipynb"]
     assert len(client.list_artifacts(cur.info.run_id, "figures")) == 3
     assert (root / "reports/notebooks/01_curate.ipynb").is_file()
 
@@ -353,6 +356,185 @@ def test_cli_adapts_the_anchors_to_a_folder_at_another_scale_once(repo, tmp_path
     # the catalog's own anchors on request
     _sh([cli, "evaluate", "--queries", str(tmp_path / "smooth3"), "--anchor-scale", "catalog", "--out", str(tmp_path / "o_cat")], root, env)
     assert json.loads((tmp_path / "o_cat/metrics.json").read_text())["anchor_scale"]["used"] == catalog
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_queued_experiments_from_an_unactivated_shell_reach_the_project_store(repo):
+    """Two λ experiments through `dvc exp run --queue` and `dvc queue start -j 2`, with the venv's dvc by path, the
+    venv's bin/ not on PATH and no tracking variable: each runs only the stages that read `retrieval`, its MLflow
+    runs land in the project's store tagged with its name, and `dvc exp show` has its headline metrics."""
+    root, env = repo
+    dvc = str(Path(sys.executable).parent / "dvc")
+    bare = {k: v for k, v in env.items() if k != "MLFLOW_TRACKING_URI"}
+    bare["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if Path(p) != Path(sys.executable).parent)
+    # as on a fresh clone after `make repro`: results committed (a queued copy gets git's files and DVC's cache)
+    _sh(["git", "add", "-A"], root, env)
+    _sh(["git", "commit", "-qm", "results of the tiny run"], root, env)
+    for lam in (0.3, 0.7):
+        _sh([dvc, "exp", "run", "--queue", "-S", f"retrieval.lam={lam}", "--name", f"lam-{lam}"], root, bare)
+    _sh([dvc, "queue", "start", "-j", "2"], root, bare)
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        status = _sh([dvc, "queue", "status"], root, bare).stdout
+        if not any(word in status for word in ("Queued", "Running")):
+            break
+        time.sleep(5)
+    assert "Success" in status and "Failed" not in status, status
+    shown = json.loads(_sh([dvc, "exp", "show", "--json"], root, bare).stdout)
+    names = {e["name"] for rev in shown for e in rev.get("experiments") or []}
+    assert {"lam-0.3", "lam-0.7"} <= names, shown
+    mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])  # the store at the repo root, which nothing passed to DVC
+    runs = mlflow.search_runs(experiment_names=["polarcatalog"], output_format="list",
+                              filter_string="tags.dvc_experiment LIKE 'lam-%'")
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    for name in ("lam-0.3", "lam-0.7"):
+        stages = sorted(r.data.tags["dvc_stage"] for r in parents if r.data.tags["dvc_experiment"] == name)
+        assert stages == sorted(["retrieve", "ablate@lam", "ablate@top_k", "ablate_polar@constraint",
+                                 "ablate_polar@coverage", "report"]), (name, stages)  # no fetch, curate, embed, graph
+    assert {r.data.params["retrieval.lam"] for r in parents if r.data.tags["dvc_stage"] == "retrieve"} == {"0.3", "0.7"}
+    show = _sh([dvc, "exp", "show", "--no-pager", "--only-changed", "--md"], root, {**bare, "COLUMNS": "250"}).stdout
+    assert "lam-0.3" in show and "test mRR@1" in show and "retrieval.lam" in show
+
+
+def test_dvc_plots_diff_renders_without_network(repo, tmp_path):
+    """`dvc plots diff` of the committed results against this run, rendered in Chromium with every request outside
+    the page refused: the page (`.dvc/config` names the template `make venv` writes) carries its own vega."""
+    from playwright.sync_api import sync_playwright
+
+    root, env = repo
+    cli = str(Path(sys.executable).parent / "polarcatalog")
+    _sh([cli, "plots-template", "--cache", str(ROOT / "data/cache/npm")], root, env)
+    _sh(["dvc", "plots", "diff", "HEAD", "-o", str(tmp_path / "plots")], root, env)
+    page_file = tmp_path / "plots" / "index.html"
+    assert "cdn.jsdelivr" not in page_file.read_text()
+    plots = yaml.safe_load((root / "dvc.yaml").read_text())["plots"]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=shutil.which("chromium") or shutil.which("chromium-browser"),
+                                    args=["--no-sandbox"])
+        page = browser.new_page()
+        requested = []
+        page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:")
+                   else (requested.append(route.request.url), route.abort()))
+        page.goto(page_file.as_uri())
+        drawn = page.locator(".vega-embed canvas, .vega-embed svg.marks")
+        drawn.nth(len(plots) - 1).wait_for(timeout=60_000)
+        assert drawn.count() == len(plots) and not requested
+        browser.close()
+
+
+def test_mlflow_ui_lands_on_the_runs_and_shows_the_executed_notebook_as_html(repo, tmp_path):
+    """`make ui` (`polarcatalog ui`) in a real headless Chromium: the URL it prints opens the runs list, and a stage
+    run's executed notebook renders as a page in MLflow's artifact view."""
+    import re
+    import signal
+
+    from playwright.sync_api import sync_playwright
+
+    from polarcatalog.app import team
+
+    root, env = repo
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "no Chromium: `make system-deps` installs it (Debian package chromium)"
+    port, log = _free_port(), tmp_path / "ui.log"
+    with log.open("w") as err:
+        server = subprocess.Popen([str(Path(sys.executable).parent / "polarcatalog"), "ui", "--port", str(port)], cwd=root,
+                                  env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    try:
+        team.wait_for_server(f"http://127.0.0.1:{port}", process=server)
+        url = re.search(r"http://\S+/runs", log.read_text()).group(0)
+        client = MlflowClient(env["MLFLOW_TRACKING_URI"])
+        experiment = client.get_experiment_by_name("polarcatalog").experiment_id
+        assert url == f"http://127.0.0.1:{port}/#/experiments/{experiment}/runs"
+        retrieve = client.search_runs([experiment], "attributes.run_name = 'retrieve'")[0]
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(url)
+            page.get_by_text("Training runs").first.wait_for(timeout=60_000)
+            every = client.search_runs([experiment], max_results=1000)
+            page.get_by_text(f"{len(every)} matching runs").first.wait_for(timeout=30_000)
+            newest = max(every, key=lambda r: r.info.start_time).info.run_name
+            page.get_by_text(newest, exact=True).first.wait_for(timeout=30_000)
+            page.goto(f"http://127.0.0.1:{port}/#/experiments/{experiment}/runs/{retrieve.info.run_id}"
+                      "/artifacts/notebook/04_retrieve.html")
+            notebook = page.frame_locator("iframe.mlflow-html-iframe")
+            notebook.get_by_text("the VR-RAG comparison table").first.wait_for(timeout=60_000)
+            browser.close()
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+
+
+def test_team_mode_a_stage_runs_against_postgresql_and_a_tracking_server(repo, tmp_path):
+    """A real PostgreSQL (the OS's) behind a real `mlflow server` with proxied artifacts on a shared path, as
+    `make team-db` and `make team-server` start them; one stage reruns against it from the project checkout."""
+    import signal
+    import tempfile
+
+    from polarcatalog.app import team
+
+    root, env = repo
+    data = Path(tempfile.mkdtemp(prefix="polarcatalog-pg-"))  # outside root's 0700 pytest folder: postgres must reach it
+    artifacts, port = tmp_path / "shared-artifacts", _free_port()
+    backend = team.start_postgres(data, _free_port())
+    url = f"http://127.0.0.1:{port}"
+    mlflow_bin = str(Path(sys.executable).parent / "mlflow")
+    server = subprocess.Popen(team.mlflow_server_command(mlflow_bin, backend, artifacts, port=port), start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        team.wait_for_server(url, process=server)
+        _sh(["dvc", "repro", "--force", "--single-item", "ablate@top_k"], root, {**env, "MLFLOW_TRACKING_URI": url})
+        client = MlflowClient(url)
+        runs = client.search_runs([client.get_experiment_by_name("polarcatalog").experiment_id])
+        (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+        children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+        assert parent.info.run_name == "ablate@top_k" and parent.info.status == "FINISHED"
+        assert parent.data.tags["run_kind"] == "pipeline" and parent.data.params["retrieval.k"] == "5"
+        top_k = yaml.safe_load((root / "params.yaml").read_text())["ablations"]["top_k"]
+        assert sorted(int(c.data.params["retrieval.k"]) for c in children) == sorted(top_k)
+        logged = {a.path for a in client.list_artifacts(parent.info.run_id, "notebook")}
+        assert logged == {"notebook/05_ablate_top_k.html", "notebook/05_ablate_top_k.ipynb"}
+        # proxied: the files sit on the server's shared path, the rows in PostgreSQL
+        assert {p.name for p in artifacts.rglob("05_ablate_top_k.*")} == {"05_ablate_top_k.html", "05_ablate_top_k.ipynb"}
+        count = subprocess.run([team.postgres_bin("psql"), backend, "-tAc", "SELECT count(*) FROM runs"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        assert int(count) == 1 + len(top_k)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+        team.stop_postgres(data)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def test_a_dvc_remote_carries_data_features_and_figures_to_another_checkout(repo, tmp_path):
+    """Team mode's data side: `dvc push` to a remote (a shared folder here), then a second checkout of the same
+    commit and lock `dvc pull`s every output and has nothing to recompute."""
+    root, env = repo
+    remote, other = tmp_path / "remote", tmp_path / "other"
+    _sh(["dvc", "remote", "add", "--local", "--default", "team", str(remote)], root, env)
+    try:
+        _sh(["dvc", "push"], root, env)
+    finally:
+        _sh(["dvc", "remote", "remove", "--local", "team"], root, env)
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, text=True, check=True).stdout
+    for rel in [*filter(None, tracked.split("\0")), "dvc.lock"]:
+        (other / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / rel, other / rel)
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "clone"],
+                ["dvc", "remote", "add", "--local", "--default", "team", str(remote)], ["dvc", "pull"]):
+        _sh(cmd, other, env)
+    for rel in ("data/features/manifest.json", "data/processed/graph/scores.npz", "reports/figures/retrieval_table.png"):
+        assert (other / rel).read_bytes() == (root / rel).read_bytes(), rel
+    assert "up to date" in _sh(["dvc", "status"], other, env).stdout
 
 
 def test_second_repro_does_nothing_and_forced_rerun_is_identical(repo):

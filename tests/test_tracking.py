@@ -80,12 +80,45 @@ def test_finished_run_has_params_metrics_tags_and_notebook(workspace):
     # exactly the params the stage declares in dvc.yaml, under their own keys
     lam = yaml.safe_load((ROOT / "params.yaml").read_text())["retrieval"]["lam"]
     assert run.data.params == {"retrieval.lam": str(lam), "dataset.seed": "0", "tracking.experiment": "polarcatalog",
-                               "tracking.log_notebook": "True"}
+                               "tracking.uri": "None", "tracking.log_notebook": "True"}
     assert run.data.metrics["answer.value"] == 42 and run.data.metrics["answer.mRR_at_1"] == 0.5
-    assert "answer.name" not in run.data.metrics and run.data.metrics["answer.Conflict_at_3 _memory_ ge 3_"] == 0.0
+    assert "answer.name" not in run.data.metrics and run.data.metrics["answer.Conflict_at_3/memory ge 3"] == 0.0
     assert run.data.tags["dvc_stage"] == "probe" and "git_commit" in run.data.tags and "git_dirty" in run.data.tags
-    arts = [a.path for a in MlflowClient().list_artifacts(run.info.run_id, "notebook")]
-    assert arts == ["notebook/ok.out.ipynb"]
+    assert run.data.tags["run_kind"] == "interactive" and "dvc_experiment" not in run.data.tags  # not started by DVC
+    client = MlflowClient()
+    arts = [a.path for a in client.list_artifacts(run.info.run_id, "notebook")]
+    assert arts == ["notebook/ok.out.html", "notebook/ok.out.ipynb"]
+    html = Path(client.download_artifacts(run.info.run_id, "notebook/ok.out.html", str(workspace))).read_text()
+    assert html.lstrip().lower().startswith("<!doctype html>") and "start_stage" in html
+    # MLflow 3's UI opens an experiment of this kind on its runs, not on the GenAI overview
+    assert client.get_experiment_by_name("polarcatalog").tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_a_dvc_experiment_run_reaches_the_main_store_with_its_name(workspace, tmp_path_factory, monkeypatch):
+    """What DVC sets for a stage of `dvc exp run --temp` or a queued experiment: the run must land in DVC_ROOT's
+    store (the temporary copy's own would be deleted with it), named and tagged with the experiment."""
+    main = tmp_path_factory.mktemp("main_repo")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    for key, value in {"DVC_ROOT": str(main), "DVC_STAGE": "probe", "DVC_EXP_NAME": "bushy-lamb",
+                       "DVC_EXP_BASELINE_REV": "a" * 40}.items():
+        monkeypatch.setenv(key, value)
+    _run(workspace, "exp", ["run.finish()"])
+    assert not (workspace / "mlflow.db").exists()
+    mlflow.set_tracking_uri(f"sqlite:///{main}/mlflow.db")
+    run = _only_run()
+    assert run.info.run_name == "probe · bushy-lamb"
+    assert {k: run.data.tags[k] for k in ("run_kind", "dvc_experiment", "dvc_baseline_rev")} == {
+        "run_kind": "pipeline", "dvc_experiment": "bushy-lamb", "dvc_baseline_rev": "a" * 40}
+
+
+def test_child_runs_carry_their_points_whole_configuration(workspace):
+    _run(workspace, "sweep", ['run.log_child("lam=0.3", {"ablation.axis": "lam", "retrieval.lam": 0.3}, {"mRR@1": 0.25})',
+                              "run.finish()"])
+    runs = mlflow.search_runs(experiment_names=["polarcatalog"], output_format="list")
+    (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    (child,) = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert child.data.params == {**parent.data.params, "retrieval.lam": "0.3", "ablation.axis": "lam"}
+    assert child.data.metrics == {"mRR_at_1": 0.25} and child.data.tags["dvc_stage"] == "probe"
 
 
 def test_raising_notebook_leaves_failed_run_and_executed_copy_with_error(workspace):
@@ -132,9 +165,20 @@ def test_every_stage_of_the_pipeline_logs_what_it_declares():
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     for name, stage in stages.items():
         items = stage.get("foreach", [None])
-        notebook = stage.get("do", stage)["cmd"].split()[1].removeprefix("notebooks/")
+        notebook = next(w for w in stage.get("do", stage)["cmd"].split() if w.startswith("notebooks/")).removeprefix("notebooks/")
         for item in items:
             resolved = dvc_stage(ROOT, notebook, item)
             assert resolved == (f"{name}@{item}" if item else name)
             logged = declared_params(ROOT, resolved, params)
             assert logged and "seed" not in logged and any(k.startswith("tracking.") for k in logged)
+
+
+def test_each_swept_value_names_the_params_it_stands_for():
+    from polarcatalog.app.axes import point_params
+
+    assert point_params("lam", 0.3) == {"retrieval.lam": 0.3} and point_params("top_k", 10) == {"retrieval.k": 10}
+    assert point_params("constraint", "soft:0.1") == {"graph.constraint": "soft:0.1"}
+    assert point_params("coverage", "multi_prompt:6") == {"graph.proposer": "multi_prompt", "graph.proposer_n": 6,
+                                                          "graph.critical_completion": False}
+    assert point_params("coverage", "top_n:12 + critical completion") == {
+        "graph.proposer": "top_n", "graph.proposer_n": 12, "graph.critical_completion": True}

@@ -271,6 +271,7 @@ class Ablations(_Section):
 
 class Tracking(_Section):
     experiment: str = Field("polarcatalog", min_length=1)
+    uri: str | None = Field(None, min_length=1)  # a tracking server (team mode); null = sqlite:///<repo>/mlflow.db
     log_notebook: bool = True
 
 

@@ -25,6 +25,14 @@ def _terminal() -> object | None:
     return sys.__stderr__ if in_kernel and sys.__stderr__ is not None else None
 
 
+def say(message: str) -> None:
+    """A line for the notebook and, inside a kernel, for the terminal running `dvc repro` too."""
+    print(message, flush=True)
+    terminal = _terminal()
+    if terminal is not None:
+        print(message, file=terminal, flush=True)
+
+
 def progress(steps: Iterable[T], total: int, desc: str, unit: str = "it", weights: Iterable[int] | None = None,
              disable: bool = False, mininterval: float = 5.0) -> Iterator[T]:
     """Yield `steps`, advancing by each step's weight (e.g. the images in a batch; default 1) out of `total`."""

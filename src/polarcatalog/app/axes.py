@@ -133,6 +133,18 @@ def _plain(v: Any) -> Any:
     return v if isinstance(v, str) else (int(v) if float(v).is_integer() and not isinstance(v, float) else float(v))
 
 
+def point_params(axis: str, value: Any) -> dict[str, Any]:
+    """The params one swept value stands for, as dotted keys (`coverage` `top_n:6` is a proposer and its N): a child
+    run logs the stage's params with these put in, so it carries its point's whole effective configuration."""
+    if axis == "coverage":  # every row without critical-concept completion, but the last (memory.sweeps.coverage_axis)
+        setting, plus, _ = str(value).partition(" + critical completion")
+        proposer, _, n = setting.partition(":")
+        return {"graph.proposer": proposer, **({"graph.proposer_n": int(n)} if n else {}),
+                "graph.critical_completion": bool(plus)}
+    key = {"lam": "retrieval.lam", "top_k": "retrieval.k", "constraint": "graph.constraint"}[axis]
+    return {key: _plain(value)}
+
+
 def child_runs(df: pd.DataFrame, axis: Axis) -> list[tuple[Any, dict[str, Any]]]:
     """(value, metrics) for one MLflow child run per swept value: every split / group / metric (and other id column)."""
     ids = _ids(df, axis)

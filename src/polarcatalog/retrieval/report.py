@@ -123,6 +123,7 @@ def retrieval_metrics(rows: list[Row], protocol: Protocol, configured: str, non_
         "protocol": protocol.describe(),
         "configured": {"all": test(by[configured]), **{g: {"mRR@1": protocol.interval(by[configured][:, m1], group=g).record("test")}
                                                        for g in protocol.group_names[1:]}},
+        "configured_dev_mRR@1": round(protocol.mean(by[configured][:, m1], "dev"), 4),
         "non_transductive": {"configuration": non_transductive, "mRR@1": protocol.interval(by[non_transductive][:, m1]).record("test")},
         "best_on_dev": {"configuration": best.label, "chosen_on": "dev", "dev_mRR@1": round(protocol.mean(best.values[:, m1], "dev"), 4),
                         "mRR@1": protocol.interval(best.values[:, m1]).record("test"),

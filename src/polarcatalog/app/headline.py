@@ -1,0 +1,81 @@
+"""Each stage's headline numbers: the DVC metrics file that `dvc exp show` and `dvc metrics diff` compare.
+
+A stage writes two files. Its detail file (`reports/<stage>.json`, a plain committed output) has every number, with
+CIs, that its report and the results section read. Its headline file (`reports/metrics/<stage>.json`, the stage's
+declared `metrics:`) has the few numbers a person compares across experiments, flat and rounded, so that the table
+of every stage's headlines stays readable in a terminal. Test numbers are the protocol's test split; the one dev
+number is labelled `dev`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from polarcatalog.paths import REPORTS
+
+HEADLINES = REPORTS / "metrics"
+
+
+def _value(record: dict[str, Any]) -> float:
+    return round(float(record["value"]), 4)
+
+
+def _with_ci(name: str, record: dict[str, Any]) -> dict[str, float]:
+    return {name: _value(record), f"{name} lo": round(float(record["ci_low"]), 4),
+            f"{name} hi": round(float(record["ci_high"]), 4)}
+
+
+def fetch(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: d[k] for k in ("species_metadata", "artwork_files", "sprites_regular", "sprites_shiny")}
+
+
+def curate(d: dict[str, Any]) -> dict[str, Any]:
+    out = {k: d[k] for k in ("species", "anchors", "queries", "quarantined")}
+    return out | {f"filter {k}": round(float(d["anchor_filter"][k]), 4) for k in ("precision", "recall")
+                  if d["anchor_filter"].get(k) is not None}
+
+
+def embed(d: dict[str, Any]) -> dict[str, Any]:
+    return {"anchor_scale_px": d["anchor_scale_px"], **{k: d["items"][k] for k in ("anchors", "queries")}}
+
+
+def retrieval(d: dict[str, Any]) -> dict[str, Any]:
+    c = d["configured"]
+    groups = {g: _value(c[g]["mRR@1"]) for g in c if g != "all"}
+    return {**_with_ci("test mRR@1", c["all"]["mRR@1"]), **{f"test {g} mRR@1": v for g, v in groups.items()},
+            "test R@10": _value(c["all"]["R@10"]), "dev mRR@1": d["configured_dev_mRR@1"],
+            "test non-transductive mRR@1": _value(d["non_transductive"]["mRR@1"])}
+
+
+def graph(d: dict[str, Any]) -> dict[str, Any]:
+    e = d["evaluated_edges"]["with critical completion"]
+    return {**{k.replace("_", " "): round(float(e[k]), 4) for k in ("has_precision", "has_recall", "not_has_precision",
+                                                                    "not_has_recall")},
+            "proposal recall": round(float(d["proposal_recall"]), 4)}
+
+
+def ablation(d: dict[str, Any], configured: Any = None) -> dict[str, Any]:
+    """An ablation axis: its choice on dev (λ), its curve's key points, or the configured setting against none."""
+    axis, test = d["axis"], d["test"]
+    if axis == "lam":
+        chosen = d["chosen_on_dev"]
+        return {"chosen lam (dev)": chosen["lam"], "dev mRR@1": chosen["dev"], **_with_ci("test mRR@1", chosen["test"])}
+    if axis == "top_k":
+        return {f"test R@{k}": _value(r) for k, r in sorted(test["R@k"].items(), key=lambda kv: float(kv[0]))}
+    if axis == "constraint":
+        out = {}
+        for metric, short in (("target mRR@1", "target mRR@1"), ("Filter rate (ground truth)", "filter rate")):
+            rows = test[metric]
+            for strength in ("none", str(configured)):
+                key = next((k for k in rows if k.startswith("configured") and k.endswith(f"/{strength}")), None)
+                if key is not None:
+                    out[f"test {short} ({strength})"] = _value(rows[key])
+        conflict = next(m for m in test if m.startswith("Conflict@"))
+        key = next((k for k in test[conflict] if k.startswith("configured") and k.endswith(f"/{configured}")), None)
+        return out | ({f"test {conflict.split(' ')[0]} ({configured})": _value(test[conflict][key])} if key else {})
+    if axis == "coverage":
+        rows = test["overall score"]
+        best = max(rows, key=lambda k: rows[k]["value"])
+        return {f"test score ({configured})": _value(rows[configured]) if configured in rows else None,
+                "test best score": _value(rows[best])}
+    raise ValueError(f"no headline for axis {axis!r}")
