@@ -194,6 +194,22 @@ def test_retrieval_table_and_ablation_outputs(repo):
         assert (root / f"reports/figures/{fig}.png").stat().st_size > 1000
 
 
+def test_each_stage_declares_a_few_flat_headline_numbers(repo):
+    """What `dvc exp show` and `dvc metrics diff` compare: per stage, a handful of numbers; the detail is elsewhere."""
+    root, _ = repo
+    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    declared = [next(iter(m)) for s in stages.values() for m in s.get("do", s).get("metrics", [])]
+    assert all(path.startswith("reports/metrics/") for path in declared) and len(declared) == len(stages) - 1  # not report
+    files = {f.stem: json.loads(f.read_text()) for f in (root / "reports/metrics").glob("*.json")}
+    assert set(files) == {"fetch", "curation", "embed", "retrieval", "graph", "ablate_lam", "ablate_top_k",
+                          "ablate_constraint", "ablate_coverage"}
+    for name, values in files.items():
+        assert 1 <= len(values) <= 8 and all(isinstance(v, (int, float)) for v in values.values()), (name, values)
+    r = files["retrieval"]
+    detail = json.loads((root / "reports/retrieval.json").read_text())["configured"]["all"]["mRR@1"]
+    assert (r["test mRR@1"], r["test mRR@1 lo"], r["test mRR@1 hi"]) == tuple(round(detail[k], 4) for k in ("value", "ci_low", "ci_high"))
+
+
 def test_report_stage_writes_the_results_section(repo):
     root, _ = repo
     md = (root / "reports/README.md").read_text()
