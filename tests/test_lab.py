@@ -62,18 +62,18 @@ def _request(url: str, token: str, method: str = "GET", body: dict | None = None
         return json.loads(resp.read())
 
 
-@pytest.fixture
-def server(tmp_path):
-    """A real jupyter_server on 127.0.0.1 serving a copy of the project's notebooks and dvc.yaml."""
+def _serve(app: str, root: Path):
+    """Run `python -m <app>` (jupyter_server, or jupyterlab on top of it) on 127.0.0.1, this venv's server config
+    included, on a copy of the stage notebooks and dvc.yaml under `root`; yield (url, token, root)."""
     config = Path(sys.prefix) / "etc/jupyter/jupyter_server_config.py"
     assert config.is_file(), f"{config} is missing: `make venv` installs it (the notebooks' pre-save hook)"
-    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
-    shutil.copy(ROOT / "dvc.yaml", tmp_path / "dvc.yaml")
+    shutil.copytree(ROOT / "notebooks", root / "notebooks")
+    shutil.copy(ROOT / "dvc.yaml", root / "dvc.yaml")
     port, token = _free_port(), "polarcatalog-test"
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
-    proc = subprocess.Popen([sys.executable, "-m", "jupyter_server", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-                             f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}", "--allow-root"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(root / "runtime"), "JUPYTERLAB_WORKSPACES_DIR": str(root / "ws")}
+    proc = subprocess.Popen([sys.executable, "-m", app, "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+                             f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--allow-root"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(120):
@@ -81,12 +81,18 @@ def server(tmp_path):
                 _request(f"{url}/api/status", token)
                 break
             except OSError:
-                assert proc.poll() is None, proc.stderr.read()
+                assert proc.poll() is None, f"{app} exited with {proc.returncode}"
                 time.sleep(0.5)
-        yield url, token, tmp_path
+        yield url, token, root
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A real jupyter_server (the one JupyterLab runs on)."""
+    yield from _serve("jupyter_server", tmp_path)
 
 
 def test_opening_running_and_saving_without_edits_leaves_every_notebook_byte_identical(server):
@@ -127,27 +133,8 @@ def test_an_executed_copy_keeps_its_outputs(server):
 
 @pytest.fixture
 def lab(tmp_path):
-    """A real JupyterLab (this venv's, with its server config) on 127.0.0.1, on a copy of the stage notebooks."""
-    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
-    shutil.copy(ROOT / "dvc.yaml", tmp_path / "dvc.yaml")
-    port, token = _free_port(), "polarcatalog-lab"
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "ws")}
-    proc = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-                             f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}", "--allow-root"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(120):
-            try:
-                _request(f"{url}/api/status", token)
-                break
-            except OSError:
-                assert proc.poll() is None, "jupyter lab exited"
-                time.sleep(0.5)
-        yield url, token, tmp_path
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    """A real JupyterLab."""
+    yield from _serve("jupyterlab", tmp_path)
 
 
 def test_in_a_real_jupyterlab_opening_and_saving_changes_no_notebook(lab):
