@@ -205,6 +205,8 @@ def test_each_stage_declares_a_few_flat_headline_numbers(repo):
                           "ablate_constraint", "ablate_coverage"}
     for name, values in files.items():
         assert 1 <= len(values) <= 8 and all(isinstance(v, (int, float)) for v in values.values()), (name, values)
+    keys = [k for values in files.values() for k in values]
+    assert len(keys) == len(set(keys)), "a headline key in two files: `dvc exp show` then prefixes it with the path"
     r = files["retrieval"]
     detail = json.loads((root / "reports/retrieval.json").read_text())["configured"]["all"]["mRR@1"]
     assert (r["test mRR@1"], r["test mRR@1 lo"], r["test mRR@1 hi"]) == tuple(round(detail[k], 4) for k in ("value", "ci_low", "ci_high"))

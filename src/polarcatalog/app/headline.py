@@ -3,7 +3,8 @@
 A stage writes two files. Its detail file (`reports/<stage>.json`, a plain committed output) has every number, with
 CIs, that its report and the results section read. Its headline file (`reports/metrics/<stage>.json`, the stage's
 declared `metrics:`) has the few numbers a person compares across experiments, flat and rounded, so that the table
-of every stage's headlines stays readable in a terminal. Test numbers are the protocol's test split; the one dev
+of every stage's headlines stays readable in a terminal. A key is used by one stage only: DVC then shows it without
+its file's path as the column name. Test numbers are the protocol's test split; the one dev
 number is labelled `dev`.
 """
 
@@ -36,15 +37,14 @@ def curate(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def embed(d: dict[str, Any]) -> dict[str, Any]:
-    return {"anchor_scale_px": d["anchor_scale_px"], **{k: d["items"][k] for k in ("anchors", "queries")}}
+    return {"anchor_scale_px": d["anchor_scale_px"]}  # its item counts are the curate stage's
 
 
 def retrieval(d: dict[str, Any]) -> dict[str, Any]:
     c = d["configured"]
     groups = {g: _value(c[g]["mRR@1"]) for g in c if g != "all"}
     return {**_with_ci("test mRR@1", c["all"]["mRR@1"]), **{f"test {g} mRR@1": v for g, v in groups.items()},
-            "test R@10": _value(c["all"]["R@10"]), "dev mRR@1": d["configured_dev_mRR@1"],
-            "test non-transductive mRR@1": _value(d["non_transductive"]["mRR@1"])}
+            "dev mRR@1": d["configured_dev_mRR@1"], "test non-transductive mRR@1": _value(d["non_transductive"]["mRR@1"])}
 
 
 def graph(d: dict[str, Any]) -> dict[str, Any]:
@@ -59,7 +59,7 @@ def ablation(d: dict[str, Any], configured: Any = None) -> dict[str, Any]:
     axis, test = d["axis"], d["test"]
     if axis == "lam":
         chosen = d["chosen_on_dev"]
-        return {"chosen lam (dev)": chosen["lam"], "dev mRR@1": chosen["dev"], **_with_ci("test mRR@1", chosen["test"])}
+        return {"chosen lam (dev)": chosen["lam"], "test mRR@1 at chosen lam": _value(chosen["test"])}
     if axis == "top_k":  # the paper's k and twice it (R@1 is the retrieval stage's mRR@1)
         return {f"test R@{k}": _value(r) for k, r in test["R@k"].items() if k in ("5", "10")}
     if axis == "constraint":
