@@ -84,7 +84,7 @@ def test_missing_file_and_bad_yaml(tmp_path):
         load_params(tmp_path / "nope.yaml")
     bad = tmp_path / "p.yaml"
     bad.write_text("dataset: [unclosed")
-    with pytest.raises(ParamsError, match="not valid YAML"):
+    with pytest.raises(ParamsError, match="not valid params YAML"):
         load_params(bad)
     with pytest.raises(ParamsError, match="expected a mapping"):
         validate(["not", "a", "dict"])
@@ -177,3 +177,54 @@ def test_dvc_exp_run_set_param_changes_only_that_line_of_params_yaml(tmp_path):
     lam = next(line for line in before if line.startswith("  lam: "))
     assert diff[0] == f"-{lam}" and diff[1].startswith("+  lam: 0.123 ") and diff[1].split("#")[1:] == lam.split("#")[1:]
     assert sorted(diff[2:]) == sorted(["-  - 3", "-  - 5", "-  - 10", "-  - 15", "+  - 2"])  # top_k: [1, 2]
+
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8)) + "dataset: *i\n"
+
+
+def test_an_alias_bomb_fails_fast_within_a_memory_limit(tmp_path):
+    """Nine levels of nine aliases: ~1 KB that expands to 9^9 items. Refused at the first alias, in a process
+    limited to 1 GiB and 60 s (the expanded value once exhausted memory in the error message)."""
+    import resource
+    import subprocess
+    import sys
+
+    bomb = tmp_path / "params.yaml"
+    bomb.write_text(BOMB)
+    assert len(BOMB) < 1024
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    proc = subprocess.run([sys.executable, "-m", "polarcatalog.app.cli", "check-params", "--params", str(bomb)],
+                          capture_output=True, text=True, timeout=60, preexec_fn=limit)
+    assert proc.returncode == 2 and "aliases (*a) are not allowed" in proc.stderr and len(proc.stderr) < 1000
+
+
+def test_duplicate_keys_and_empty_files_are_refused(tmp_path):
+    p = tmp_path / "params.yaml"
+    p.write_text("retrieval:\n  k: 5\n  lam: 0.5\nretrieval:\n  lam: 0.7\n")
+    with pytest.raises(ParamsError, match=r"line 4: key 'retrieval' appears twice .*first on line 1"):
+        load_params(p)
+    p.write_text("# only a comment\n")
+    with pytest.raises(ParamsError, match="no params in it"):
+        load_params(p)
+    p.write_bytes(b"dataset:\n  domain: pok\xe9mon\n")
+    with pytest.raises(ParamsError, match="not UTF-8"):
+        load_params(p)
+
+
+@pytest.mark.parametrize("override, key", [({"retrieval.k": True}, "retrieval.k"), ({"retrieval.r": "100"}, "retrieval.r"),
+                                           ({"encoders.content_box": "yes"}, "encoders.content_box"),
+                                           ({"dataset.sprites_sha256": 0}, "dataset.sprites_sha256")])
+def test_values_of_the_wrong_type_are_refused_not_coerced(override, key):
+    with pytest.raises(ParamsError, match=rf"- {key}: "):
+        load_params(ROOT / "params.yaml", override)
+    assert load_params(ROOT / "params.yaml", {"retrieval.lam": 1}).retrieval.lam == 1.0  # an int is a float
+
+
+def test_an_error_message_shows_a_bounded_value():
+    with pytest.raises(ParamsError) as err:
+        load_params(ROOT / "params.yaml", {"retrieval.k": list(range(100_000))})
+    assert len(str(err.value)) < 500

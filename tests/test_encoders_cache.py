@@ -10,7 +10,7 @@ from PIL import Image, ImageOps
 from polarcatalog.encoders import ImageEncoder, TextEncoder, create_encoder, has_text_tower
 from polarcatalog.data.regions import content_box
 from polarcatalog.encoders.preprocess import Preprocess, apply, derive, local_views
-from polarcatalog.features.cache import FeatureCache
+from polarcatalog.features.cache import CacheError, FeatureCache
 from polarcatalog.features.encode import encode_image_files, encode_image_views, encode_texts
 
 
@@ -187,3 +187,57 @@ def test_onnx_runtime_gives_the_torch_features_of_the_packaged_efficientnet():
     assert ort_enc.runtime == "onnxruntime" and ort_enc.id != torch_enc.id and "160px" in ort_enc.id
     with pytest.raises(ValueError, match="unknown runtime"):
         create_efficientnet("efficientnet_lite0", "cpu", None, "tensorrt")
+
+
+def _writer(root: str, worker: int, batches: int) -> None:
+    """One process of the concurrency test: its own keys, several puts."""
+    cache = FeatureCache(root, "enc@concurrent")
+    for b in range(batches):
+        keys = [f"w{worker}-b{b}-{i}" for i in range(7)]
+        cache.put(keys, np.full((7, 4), worker * 100 + b, np.float32))
+
+
+def test_concurrent_writer_processes_lose_no_entry_and_mix_no_vectors(tmp_path):
+    """Four processes writing the same encoder's cache at once (as two `polarcatalog evaluate` runs or two queue
+    workers do): every key is there afterwards, with its own writer's vectors."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), w, 6)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    cache = FeatureCache(tmp_path, "enc@concurrent")
+    keys = [f"w{w}-b{b}-{i}" for w in range(4) for b in range(6) for i in range(7)]
+    found, vectors = cache.get(keys)
+    assert found.all(), f"{(~found).sum()} of {len(keys)} entries lost"
+    expected = np.repeat([w * 100 + b for w in range(4) for b in range(6)], 7)
+    assert (vectors == expected[:, None]).all()
+    assert not list(cache.folder.glob(".*.tmp"))  # no temporary file left behind
+
+
+@pytest.mark.parametrize("damage", ["zeros", "nan", "truncated", "empty"])
+def test_a_damaged_shard_is_refused_naming_the_file_and_the_fix(tmp_path, damage):
+    cache = FeatureCache(tmp_path, "enc@damaged")
+    cache.put(["a", "b"], np.array([[1, 0], [0, 1]], np.float32))
+    (shard,) = cache.folder.glob("shard_*.npy")
+    raw = shard.read_bytes()
+    header = len(raw) - 2 * 2 * 4  # the float32 payload is the file's tail
+    if damage == "zeros":
+        shard.write_bytes(raw[:header] + bytes(len(raw) - header))
+    elif damage == "nan":
+        shard.write_bytes(raw[:header] + np.full(4, np.nan, np.float32).tobytes())
+    elif damage == "truncated":
+        shard.write_bytes(raw[: header + 5])
+    else:
+        shard.write_bytes(b"")
+    with pytest.raises(CacheError, match=rf"{shard.name}.*make clean-features"):
+        FeatureCache(tmp_path, "enc@damaged").get(["a"])
+
+
+def test_non_finite_vectors_are_never_cached(tmp_path):
+    with pytest.raises(ValueError, match="non-finite"):
+        FeatureCache(tmp_path, "enc@nan").put(["a"], np.array([[np.nan, 1]], np.float32))
+    assert not (FeatureCache(tmp_path, "enc@nan").folder / "index.parquet").exists()

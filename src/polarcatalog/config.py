@@ -10,6 +10,7 @@ the library never reads params; the app (`polarcatalog.app`) hands it these type
 from __future__ import annotations
 
 import copy
+import reprlib
 from pathlib import Path
 from typing import Annotated, Any, Callable, Iterable, Literal
 
@@ -63,8 +64,9 @@ on_field_read: Callable[[type[BaseModel], str], None] | None = None
 
 
 class _Section(BaseModel):
-    # extra="forbid": a typo in params.yaml must not be silently ignored.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # extra="forbid": a typo in params.yaml must not be silently ignored. strict: a value of the wrong type is refused,
+    # not coerced (`k: true` is not 1, `r: '100'` is not 100, `content_box: 'yes'` is not true); an int is a float.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     def __getattribute__(self, name: str) -> Any:
         """Reports each read of a field (`params.retrieval.lam`) to `on_field_read`, when set. Whole-section reads
@@ -349,7 +351,7 @@ def _format(err: ValidationError, source: str) -> str:
             lines.append(f"  - {key}: unknown key; allowed keys here: {', '.join(_allowed(loc))}")
         else:
             msg = e["msg"].removeprefix("Value error, ")
-            lines.append(f"  - {key}: {msg} (got {e.get('input')!r})")
+            lines.append(f"  - {key}: {msg} (got {reprlib.repr(e.get('input'))})")  # bounded: never the whole value
     return "\n".join(lines)
 
 
@@ -386,10 +388,37 @@ def load_params(path: str | Path = "params.yaml", overrides: dict[str, Any] | No
     if not path.is_file():
         raise ParamsError(f"params file not found: {path.resolve()} (run from the repository root)")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_ParamsLoader)  # noqa: S506 (a SafeLoader subclass)
+    except UnicodeDecodeError as exc:
+        raise ParamsError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except yaml.YAMLError as exc:
-        raise ParamsError(f"{path}: not valid YAML: {exc}") from None
+        raise ParamsError(f"{path}: not valid params YAML: {exc}") from None
+    if raw is None:
+        raise ParamsError(f"{path}: no params in it (empty or only comments); restore it with `git checkout {path}`")
     return validate(apply_overrides(raw, overrides), str(path))
+
+
+class _ParamsLoader(yaml.SafeLoader):
+    """yaml.SafeLoader without the two things a params file never needs and that let a small file mislead:
+    aliases (`*a`: nine levels of nine aliases expand a 1 KB file without bound) and duplicate keys (YAML keeps
+    the last silently, so a second `retrieval:` block holding only `lam` would reset every other retrieval key)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.YAMLError(f"line {event.start_mark.line + 1}: aliases (*{event.anchor}) are not allowed in params; "
+                                 "write the value out")
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.YAMLError(f"line {key_node.start_mark.line + 1}: key {key!r} appears twice in one mapping "
+                                     f"(first on line {seen[key]}); YAML would keep only the last")
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

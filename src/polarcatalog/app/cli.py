@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -10,8 +13,12 @@ import typer
 import yaml
 
 from polarcatalog import __version__
+from polarcatalog.app import team
+from polarcatalog.app.plots_page import write_template
 from polarcatalog.app.evaluate import evaluate_folder
 from polarcatalog.config import ParamsError, load_params
+from polarcatalog.data.fetch import FetchError
+from polarcatalog.features.cache import CacheError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 
@@ -59,7 +66,7 @@ def evaluate(
     try:
         scale = int(anchor_scale) if anchor_scale.isdigit() else anchor_scale
         result = evaluate_folder(p, root, queries, labels, out, where, scale)
-    except (FileNotFoundError, ValueError) as err:
+    except (FileNotFoundError, ValueError, CacheError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
     typer.echo(result.render(show))
@@ -92,13 +99,9 @@ def ui(
 ) -> None:
     """MLflow UI on the project's store; prints the URL of the experiment's runs list (MLflow 3 otherwise opens an
     experiment on its GenAI overview). With a tracking server configured, prints that server's runs URL instead."""
-    import os
-    import shutil
-    import sys
+    import mlflow  # heavy: mlflow, for this command only
 
-    import mlflow
-
-    from polarcatalog.app.tracking import tracking_uri
+    from polarcatalog.app.tracking import tracking_uri  # heavy: mlflow and nbconvert
 
     p = load_params(params)
     uri = tracking_uri(params.resolve().parent, p.tracking.uri)
@@ -121,8 +124,6 @@ def team_db(
     stop: bool = typer.Option(False, help="stop the cluster instead"),
 ) -> None:
     """Start a local PostgreSQL cluster for the team tracking server (PostgreSQL from the OS); print its URI."""
-    from polarcatalog.app import team
-
     if stop:
         team.stop_postgres(data)
         return
@@ -137,12 +138,6 @@ def team_server(
     port: int = typer.Option(5000),
 ) -> None:
     """Run the team's MLflow tracking server; clients set tracking.uri (or MLFLOW_TRACKING_URI) to its URL."""
-    import os
-    import shutil
-    import sys
-
-    from polarcatalog.app import team
-
     mlflow = shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
     cmd = team.mlflow_server_command(mlflow, backend, artifacts, host, port)
     typer.echo(f"runs and artifacts at http://{host}:{port} ({backend}; {artifacts})")
@@ -155,9 +150,6 @@ def plots_template(
     cache: Path = typer.Option(Path("data/cache/npm"), help="folder for the checked npm tarballs"),
 ) -> None:
     """Write the offline page for `dvc plots show/diff` (vega inlined; DVC's default loads it from a CDN)."""
-    from polarcatalog.app.plots_page import write_template
-    from polarcatalog.data.fetch import FetchError
-
     try:
         typer.echo(f"wrote {write_template(dest, cache)}")
     except FetchError as err:
