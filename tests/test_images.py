@@ -77,3 +77,15 @@ def test_load_many_quarantines_and_keeps_going(tmp_path):
     assert [r["reason"].split(":")[0] for r in q.rows] == ["empty file (0 bytes)", "undecodable"]
     assert all((tmp_path / "quarantine").joinpath(r["copy"].split("/")[-1]).exists() for r in q.rows)
     assert empty.exists() and junk.exists()  # quarantine copies, never deletes
+
+
+def test_a_thin_strip_is_refused_from_its_header_not_padded_to_a_huge_square(tmp_path):
+    """8x40000 px (under 1 MB as PNG) once asked for a 43200² canvas and ended the run with a MemoryError."""
+    path = tmp_path / "strip.png"
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (40000, 8, 3), dtype=np.uint8)).save(path)
+    with pytest.raises(BadImageError, match=r"extreme aspect ratio 8x40000"):
+        load_rgb(path)
+    quarantine = Quarantine(tmp_path / "q")
+    kept, images = load_many([path], quarantine, "query")
+    assert kept == [] and images == [] and "aspect" in quarantine.rows[0]["reason"]
+

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -182,3 +183,22 @@ def test_each_swept_value_names_the_params_it_stands_for():
                                                           "graph.critical_completion": False}
     assert point_params("coverage", "top_n:12 + critical completion") == {
         "graph.proposer": "top_n", "graph.proposer_n": 12, "graph.critical_completion": True}
+
+
+def test_a_run_whose_process_died_is_closed_when_the_next_stage_starts(workspace):
+    """SIGKILL mid-stage leaves no FAILED hook to run: the next stage run on this host ends it as KILLED."""
+    import socket
+    import subprocess
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    client = MlflowClient()
+    experiment = mlflow.set_experiment("polarcatalog").experiment_id
+    orphan = client.create_run(experiment, tags={"host": socket.gethostname(), "pid": str(dead.pid),
+                                                 "mlflow.runName": "curate"}).info.run_id
+    alive = client.create_run(experiment, tags={"host": socket.gethostname(), "pid": str(os.getpid())}).info.run_id
+    _run(workspace, "ok", ["run.finish()"])
+    assert client.get_run(orphan).info.status == "KILLED"
+    assert "orphan cleanup" in client.get_run(orphan).data.tags["ended_by"]
+    assert client.get_run(alive).info.status == "RUNNING"  # a live process's run is left alone
+    client.set_terminated(alive)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import traceback
 from pathlib import Path
@@ -201,7 +202,8 @@ def start_stage(notebook: str, params: Params, executed_notebook: str | None = N
         mlflow.set_experiment_tag(EXPERIMENT_KIND, "custom_model_development")
     if mlflow.active_run() is not None:  # re-running the notebook top to bottom in JupyterLab
         mlflow.end_run("KILLED")
-    tags = provenance_tags(root, stage, notebook)
+    close_orphans(experiment.experiment_id)
+    tags = provenance_tags(root, stage, notebook) | {"host": socket.gethostname(), "pid": str(os.getpid())}
     name = f"{stage} · {tags['dvc_experiment']}" if "dvc_experiment" in tags else stage
     run = mlflow.start_run(run_name=name, tags=tags)
     declared = declared_params(root, stage, params)
@@ -210,6 +212,32 @@ def start_stage(notebook: str, params: Params, executed_notebook: str | None = N
     _arm_ipython(stage_run)
     audit.start_if_asked(root)  # after this function's own reads of dvc.yaml and params
     return stage_run
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def close_orphans(experiment_id: str) -> list[str]:
+    """End as KILLED every RUNNING run of this host whose process is gone: a stage killed by SIGKILL, the OOM killer
+    or a power cut never reaches its FAILED hook, and its run would show as RUNNING for ever. Returns their ids."""
+    client = mlflow.MlflowClient()
+    host = socket.gethostname()
+    runs = client.search_runs([experiment_id], f"attributes.status = 'RUNNING' and tags.host = '{host}'", max_results=1000)
+    closed = []
+    for run in runs:
+        pid = run.data.tags.get("pid", "")
+        if pid.isdigit() and not _alive(int(pid)):
+            client.set_tag(run.info.run_id, "ended_by", f"orphan cleanup: process {pid} on {host} was gone")
+            client.set_terminated(run.info.run_id, "KILLED")
+            closed.append(run.info.run_id)
+    return closed
 
 
 def _arm_ipython(stage_run: StageRun) -> None:

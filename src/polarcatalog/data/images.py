@@ -15,6 +15,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 WHITE = (255, 255, 255)
 MIN_SIDE = 8  # px; smaller is not an image of a species
+MAX_ASPECT = 32  # longest side / shortest side; an 8x40000 strip is no species image, and squaring it needs 40000² px
 
 
 class BadImageError(ValueError):
@@ -54,6 +55,10 @@ def load_rgb(path: str | Path, background: tuple[int, int, int] = WHITE, at_leas
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(path) as im:
+                w, h = im.size  # from the header, before any pixel is decoded
+                if min(w, h) >= 1 and max(w, h) > MAX_ASPECT * min(w, h):
+                    raise BadImageError(path, f"extreme aspect ratio {w}x{h} px (over {MAX_ASPECT}:1); crop it to the "
+                                              "subject")
                 if at_least and im.format == "JPEG":
                     im.draft("RGB", (at_least, at_least))
                 im.load()  # decode now: truncation shows up here, not later inside a batch
@@ -69,6 +74,10 @@ def load_rgb(path: str | Path, background: tuple[int, int, int] = WHITE, at_leas
         msg = str(exc)
         kind = "truncated" if "truncated" in msg or "broken data stream" in msg else "undecodable"
         raise BadImageError(path, f"{kind}: {msg}") from None
+    except BadImageError:
+        raise
+    except MemoryError:
+        raise BadImageError(path, "too large to decode in the memory available") from None
     except (ValueError, SyntaxError, EOFError) as exc:
         raise BadImageError(path, f"undecodable: {exc}") from None
     if min(rgb.size) < MIN_SIDE:
