@@ -228,3 +228,23 @@ def test_an_error_message_shows_a_bounded_value():
     with pytest.raises(ParamsError) as err:
         load_params(ROOT / "params.yaml", {"retrieval.k": list(range(100_000))})
     assert len(str(err.value)) < 500
+
+
+def test_the_check_stage_is_upstream_of_every_stage_and_stamps_only_valid_params(tmp_path):
+    """A bad value must fail before DVC deletes any stage's outputs to rerun it: `check` is every stage's dependency,
+    and its stamp does not change with the params, so it reruns nothing by itself."""
+    from typer.testing import CliRunner
+
+    from polarcatalog.app.cli import app
+
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    stamp = stages["check"]["outs"][0]
+    assert all(stamp in s.get("do", s)["deps"] for name, s in stages.items() if name != "check")
+    bad = tmp_path / "params.yaml"
+    bad.write_text((ROOT / "params.yaml").read_text().replace("sprites_sha256: \n", "sprites_sha256: 0\n#"))
+    out = tmp_path / "stamp.txt"
+    result = CliRunner().invoke(app, ["check-params", "--params", str(bad), "--stamp", str(out)])
+    assert result.exit_code == 2 and "dataset.sprites_sha256" in result.output and not out.exists()
+    for _ in range(2):
+        assert CliRunner().invoke(app, ["check-params", "--stamp", str(out)]).exit_code == 0
+    assert out.read_text() == "params.yaml validated\n"

@@ -24,14 +24,22 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 
 
 @app.command("check-params")
-def check_params(params: Path = typer.Option(Path("params.yaml"), help="params file to validate")) -> None:
+def check_params(
+    params: Path = typer.Option(Path("params.yaml"), help="params file to validate"),
+    stamp: Optional[Path] = typer.Option(None, help="on success write this file (always the same bytes) instead of "
+                                         "printing: the `check` stage's output, which every other stage depends on"),
+) -> None:
     """Validate a params file; print the resolved params as JSON, or each bad key and exit 2."""
     try:
         p = load_params(params)
     except ParamsError as err:
         typer.echo(str(err), err=True)
         raise typer.Exit(2) from None
-    typer.echo(json.dumps(p.model_dump(mode="json"), indent=2))
+    if stamp is None:
+        typer.echo(json.dumps(p.model_dump(mode="json"), indent=2))
+        return
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text("params.yaml validated\n")
 
 
 @app.command()
