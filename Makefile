@@ -56,7 +56,7 @@ system-deps:
 	fi
 
 test: venv system-deps
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=12  # the slowest tests: keep the suite well under 15 minutes
 
 ui: venv
 	$(BIN)/polarcatalog ui --port 5000

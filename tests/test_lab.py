@@ -138,7 +138,7 @@ def lab(tmp_path):
 
 
 def test_in_a_real_jupyterlab_opening_and_saving_changes_no_notebook(lab):
-    """Chromium drives JupyterLab as a person does: open each stage notebook, let its kernel start, check that Lab
+    """Chromium drives JupyterLab as a person does: open a stage notebook, let its kernel start, check that Lab
     does not mark it modified, press Ctrl+S, and compare the file's bytes (what `dvc status` compares)."""
     from playwright.sync_api import sync_playwright
 
@@ -147,7 +147,8 @@ def test_in_a_real_jupyterlab_opening_and_saving_changes_no_notebook(lab):
     assert chromium, "no Chromium: `make system-deps` installs it (Debian package chromium)"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        for i, path in enumerate(NOTEBOOKS):
+        # two notebooks: they share every piece of metadata Lab touches (the REST test above covers all seven)
+        for i, path in enumerate([NOTEBOOKS[0], NOTEBOOKS[-2]]):
             before, saved = path.read_bytes(), root / "notebooks" / path.name
             written = saved.stat().st_mtime_ns
             page = browser.new_page(viewport={"width": 1400, "height": 900})
