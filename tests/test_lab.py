@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import platform
 import shutil
 import socket
 import subprocess
@@ -156,7 +157,9 @@ def test_in_a_real_jupyterlab_opening_and_saving_changes_no_notebook(lab):
             page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for(timeout=120_000)
             page.wait_for_timeout(1500)  # kernel info and metadata updates arrive after idle
             tab = page.locator(".lm-TabBar-tab.jp-mod-current").first
-            assert "jp-mod-dirty" not in tab.get_attribute("class"), f"{path.name}: Lab marks it modified on opening"
+            if platform.python_version() == LANGUAGE_INFO["version"]:  # the kernel is this interpreter; another patch
+                # version legitimately updates language_info on opening (and the save below still changes nothing)
+                assert "jp-mod-dirty" not in tab.get_attribute("class"), f"{path.name}: Lab marks it modified on opening"
             page.locator(".jp-Notebook:visible").first.click()
             page.keyboard.press("Control+s")
             for _ in range(100):  # Lab writes the file (a new mtime) when its save completes
