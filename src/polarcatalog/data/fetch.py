@@ -11,6 +11,7 @@ import importlib.util
 import json
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -74,6 +75,9 @@ def extract_sprites(tarball: Path, dest: Path) -> dict[str, int]:
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
+    if not hasattr(tarfile, "data_filter"):  # Python 3.11.4+: without it, extraction could follow links out of dest
+        raise FetchError(f"Python {sys.version.split()[0]} has no tarfile data filter: use Python 3.11.4 or later "
+                         "(`make clean-venv && make repro PYTHON=<a newer python3.11>`)")
     with tarfile.open(tarball, "r:gz") as tf:
         members = [m for m in tf.getmembers() if m.isfile() and m.name.startswith(SPRITE_MEMBERS)]
         tf.extractall(dest, members=members, filter="data")
