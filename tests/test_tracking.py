@@ -178,14 +178,67 @@ def test_every_stage_of_the_pipeline_logs_what_it_declares():
 
 
 def test_each_swept_value_names_the_params_it_stands_for():
-    from polarcatalog.app.axes import point_params
+    """A child run logs its point's params: for every axis, a value as the sweep names it (a table label such as
+    `soft (p=0.1)`) must map back to a spec that params accept and that the sweep would name the same way."""
+    from polarcatalog.app.axes import AXES
+    from polarcatalog.config import load_params
+    from polarcatalog.memory.constraints import Strength
 
-    assert point_params("lam", 0.3) == {"retrieval.lam": 0.3} and point_params("top_k", 10) == {"retrieval.k": 10}
-    assert point_params("constraint", "soft:0.1") == {"graph.constraint": "soft:0.1"}
-    assert point_params("coverage", "multi_prompt:6") == {"graph.proposer": "multi_prompt", "graph.proposer_n": 6,
-                                                          "graph.critical_completion": False}
-    assert point_params("coverage", "top_n:12 + critical completion") == {
+    point = {name: axis.point for name, axis in AXES.items()}
+    assert point["lam"](0.3) == {"retrieval.lam": 0.3} and point["top_k"](10) == {"retrieval.k": 10}
+    assert point["constraint"]("soft (p=0.1)") == {"graph.constraint": "soft:0.1"}
+    assert point["constraint"]("adaptive (p_max=1)") == {"graph.constraint": "adaptive", "graph.adaptive_max_penalty": 1.0}
+    assert point["constraint"]("hard + query-image concepts") == {"graph.constraint": "hard",
+                                                                  "ablation.variant": "query-image concepts"}
+    assert point["coverage"]("multi_prompt:6") == {"graph.proposer": "multi_prompt", "graph.proposer_n": 6,
+                                                   "graph.critical_completion": False}
+    assert point["coverage"]("top_n:12 + critical completion") == {
         "graph.proposer": "top_n", "graph.proposer_n": 12, "graph.critical_completion": True}
+    assert point["coverage"]("all") == {"graph.proposer": "all", "graph.critical_completion": False}
+    params = load_params(ROOT / "params.yaml")
+    for spec in params.ablations.constraint:
+        label = Strength.parse(spec).with_adaptive_max(0.5).label()
+        pp = point["constraint"](label)
+        assert Strength.parse(pp["graph.constraint"]).with_adaptive_max(0.5).label() == label
+        assert str(load_params(ROOT / "params.yaml", pp).graph.constraint) == pp["graph.constraint"]
+
+
+def _axis_rows(axis, values: dict, split: str = "test"):
+    import pandas as pd
+
+    return pd.DataFrame([{axis.key: k, "split": split, "queries": "all", "metric": axis.metric, "value": v,
+                          "ci_low": v - 0.05, "ci_high": v + 0.05, "n": 100} for k, v in values.items()])
+
+
+def test_an_ablation_headline_reports_the_configured_setting_and_its_reference_never_a_best_on_test():
+    """`dvc exp show` compares headlines: a maximum over test values would be a choice made on test. The coverage
+    headline is the configured proposer (with its CI) and the every-concept reference, whichever scores higher."""
+    import pandas as pd
+
+    from polarcatalog.app.axes import AXES, headline, summary
+    from polarcatalog.config import load_params
+
+    params = load_params(ROOT / "params.yaml", {"graph.proposer": "top_n", "graph.proposer_n": 6,
+                                                "graph.critical_completion": False})
+    axis = AXES["coverage"]
+    df = _axis_rows(axis, {"random_n:6": 0.09, "top_n:6": 0.14, "multi_prompt:12": 0.31, "all": 0.15})
+    out = headline(df, axis, summary(df, axis), params)
+    assert out == {"test overall score (top_n:6)": 0.14, "test overall score (top_n:6) lo": 0.09,
+                   "test overall score (top_n:6) hi": 0.19, "test overall score (all)": 0.15}
+
+    lam = AXES["lam"]  # a choice: made on dev, its test number reported with the CI
+    df = pd.concat([_axis_rows(lam, {0.3: 0.20, 0.5: 0.25, 0.7: 0.30}),
+                    _axis_rows(lam, {0.3: 0.40, 0.5: 0.30, 0.7: 0.10}, split="dev")]).assign(chunks="image")
+    out = headline(df, lam, summary(df, lam, configured=0.5), params)
+    assert out == {"chosen lam (dev)": 0.3, "test mRR@1 at chosen lam": 0.2, "test mRR@1 at chosen lam lo": 0.15,
+                   "test mRR@1 at chosen lam hi": 0.25}
+
+    top_k = AXES["top_k"]  # the configured k and twice it; a mark outside the sweep is left out, not invented
+    df = _axis_rows(top_k, {1: 0.2, 5: 0.5, 10: 0.6})
+    assert headline(df, top_k, {}, load_params(ROOT / "params.yaml", {"retrieval.k": 5})) == {
+        "test R@k (5)": 0.5, "test R@k (5) lo": 0.45, "test R@k (5) hi": 0.55, "test R@k (10)": 0.6}
+    assert headline(df, top_k, {}, load_params(ROOT / "params.yaml", {"retrieval.k": 10})) == {
+        "test R@k (10)": 0.6, "test R@k (10) lo": 0.55, "test R@k (10) hi": 0.65}
 
 
 def test_a_run_whose_process_died_is_closed_when_the_next_stage_starts(workspace):

@@ -4,7 +4,9 @@ Table 3, Table 2) over the graph stage's scores. Adding an axis: a sweep, a figu
 `ablations` (params), then a `foreach` item in dvc.yaml.
 
 Every sweep returns the protocol's tidy rows (value, split, query group, metric, point value, CI), written as the
-axis's plot data; the metrics file keeps the test numbers with CIs and the value chosen on dev."""
+axis's plot data; the detail file keeps the test numbers with CIs and the value chosen on dev; the headline file
+(`dvc exp show`) keeps the test numbers at the axis's marks (the configured value and its reference), never a best
+over test values."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ from polarcatalog.config import Params
 from polarcatalog.eval.protocol import Protocol
 from polarcatalog.features.workspace import Workspace
 from polarcatalog.memory import report as polar_report
+from polarcatalog.memory.constraints import Strength
+from polarcatalog.memory.propose import ProposerSpec
 from polarcatalog.memory.sweeps import constraint_axis, coverage_axis
 from polarcatalog.retrieval import report as retrieval_report
 from polarcatalog.retrieval.sweeps import sweep_lambda, sweep_top_k
@@ -56,9 +60,14 @@ class Axis:
     caption: str
     sweep: Callable[[Sweep], pd.DataFrame]
     figure: Callable[[pd.DataFrame, Params], plt.Figure]
+    # The swept values the headline reports, the configured one first (then its reference: no constraint, every
+    # concept proposed, twice the paper's k). Read from the axis's own params only (the stage's read audit).
+    marks: Callable[[Params], tuple[Any, ...]]
+    point: Callable[[Any], dict[str, Any]]  # a swept value → the params it stands for (dotted keys), for child runs
     table_metrics: tuple[str, ...] = ()  # test metrics the markdown table shows (regexes; empty = all)
-    headline: tuple[str, ...] = ()  # test metrics the metrics file records (regexes; empty = `metric`)
-    across: tuple[str, ...] = ()  # id columns the metrics file keeps every value of (e.g. the control memories)
+    recorded: tuple[str, ...] = ()  # test metrics the detail file records (regexes; empty = `metric`)
+    across: tuple[str, ...] = ()  # id columns the detail file keeps every value of (e.g. the control memories)
+    headline_metrics: tuple[str, ...] = ()  # test metrics the headline file shows at each mark (regexes; empty = `metric`)
 
 
 def _lam(s: Sweep) -> pd.DataFrame:
@@ -85,17 +94,54 @@ def _coverage(s: Sweep) -> pd.DataFrame:
     return coverage_axis(polar_setup(s.ws, s.params, s.scores_path, s.ranking), s.params.ablations.coverage, s.protocol)
 
 
+def _plain(v: Any) -> Any:
+    return v if isinstance(v, str) else (int(v) if float(v).is_integer() and not isinstance(v, float) else float(v))
+
+
+def _constraint_point(label: str) -> dict[str, Any]:
+    base, plus, extra = str(label).partition(" + ")  # `hard + query-image concepts` (memory.sweeps.constraint_axis)
+    st = Strength.from_label(base)
+    return {"graph.constraint": str(st), **({"graph.adaptive_max_penalty": st.penalty} if st.mode == "adaptive" else {}),
+            **({"ablation.variant": extra} if plus else {})}
+
+
+def _coverage_point(setting: str) -> dict[str, Any]:
+    """Every row holds critical-concept completion off, but the last (memory.sweeps.coverage_axis)."""
+    base, plus, _ = str(setting).partition(" + critical completion")
+    spec = ProposerSpec.parse(base)
+    return {"graph.proposer": spec.strategy, **({"graph.proposer_n": spec.n} if spec.n else {}),
+            "graph.critical_completion": bool(plus)}
+
+
+def _constraint_marks(p: Params) -> tuple[str, str]:
+    return Strength.parse(p.graph.constraint).with_adaptive_max(p.graph.adaptive_max_penalty).label(), "none"
+
+
+def _coverage_marks(p: Params) -> tuple[str, str]:
+    spec = str(ProposerSpec(p.graph.proposer, p.graph.proposer_n if p.graph.proposer != "all" else None))
+    return spec + (" + critical completion" if p.graph.critical_completion else ""), "all"
+
+
 AXES: dict[str, Axis] = {
     "lam": Axis("lam", "lam", "mRR@1", True, retrieval_report.CAPTIONS["lam"], _lam,
-                lambda df, params: retrieval_report.lambda_figure(df, params.retrieval.chunks), (r"mRR@1", r"mRR@10")),
+                lambda df, params: retrieval_report.lambda_figure(df, params.retrieval.chunks),
+                marks=lambda p: (p.retrieval.lam,), point=lambda v: {"retrieval.lam": _plain(v)},
+                table_metrics=(r"mRR@1", r"mRR@10")),
     "top_k": Axis("top_k", "k", "R@k", False, retrieval_report.CAPTIONS["top_k"], _top_k,
-                  lambda df, params: retrieval_report.top_k_figure(df), (r"R@k",)),
+                  lambda df, params: retrieval_report.top_k_figure(df),
+                  marks=lambda p: (p.retrieval.k, 2 * p.retrieval.k), point=lambda v: {"retrieval.k": _plain(v)},
+                  table_metrics=(r"R@k",)),
     "constraint": Axis("constraint", "strength", "target mRR@1", False, polar_report.CAPTIONS["constraint"], _constraint,
                        lambda df, params: polar_report.constraint_figure(df, params.graph.constraint_k),
-                       (r"target mRR@1", r"Conflict@\d+ \(ground truth\)", r"Filter rate \(ground truth\)"),
-                       (r"target mRR@1", r"Conflict@\d+ \(ground truth\)", r"Filter rate \(ground truth\)"), ("memory",)),
+                       marks=_constraint_marks, point=_constraint_point,
+                       table_metrics=(r"target mRR@1", r"Conflict@\d+ \(ground truth\)", r"Filter rate \(ground truth\)"),
+                       recorded=(r"target mRR@1", r"Conflict@\d+ \(ground truth\)", r"Filter rate \(ground truth\)"),
+                       across=("memory",),
+                       # the filter rate is 0 without a constraint by construction: the detail file has it
+                       headline_metrics=(r"target mRR@1", r"Conflict@\d+ \(ground truth\)")),
     "coverage": Axis("coverage", "setting", "overall score", False, polar_report.CAPTIONS["coverage"], _coverage,
-                     lambda df, params: polar_report.coverage_figure(df), (r"overall score", r"score \(.*")),
+                     lambda df, params: polar_report.coverage_figure(df), marks=_coverage_marks, point=_coverage_point,
+                     table_metrics=(r"overall score", r"score \(.*")),
 }
 
 
@@ -129,22 +175,6 @@ def _record(row: pd.Series) -> dict[str, Any]:
             "ci_high": round(float(row["ci_high"]), 6), "n": int(row["n"]), "split": row["split"]}
 
 
-def _plain(v: Any) -> Any:
-    return v if isinstance(v, str) else (int(v) if float(v).is_integer() and not isinstance(v, float) else float(v))
-
-
-def point_params(axis: str, value: Any) -> dict[str, Any]:
-    """The params one swept value stands for, as dotted keys (`coverage` `top_n:6` is a proposer and its N): a child
-    run logs the stage's params with these put in, so it carries its point's whole effective configuration."""
-    if axis == "coverage":  # every row without critical-concept completion, but the last (memory.sweeps.coverage_axis)
-        setting, plus, _ = str(value).partition(" + critical completion")
-        proposer, _, n = setting.partition(":")
-        return {"graph.proposer": proposer, **({"graph.proposer_n": int(n)} if n else {}),
-                "graph.critical_completion": bool(plus)}
-    key = {"lam": "retrieval.lam", "top_k": "retrieval.k", "constraint": "graph.constraint"}[axis]
-    return {key: _plain(value)}
-
-
 def child_runs(df: pd.DataFrame, axis: Axis) -> list[tuple[Any, dict[str, Any]]]:
     """(value, metrics) for one MLflow child run per swept value: every split / group / metric (and other id column)."""
     ids = _ids(df, axis)
@@ -162,7 +192,7 @@ def child_runs(df: pd.DataFrame, axis: Axis) -> list[tuple[Any, dict[str, Any]]]
 def summary(df: pd.DataFrame, axis: Axis, configured: Any = None) -> dict[str, Any]:
     """The axis's metrics file: the test value (with CI) of its metric at every swept value and, for an axis that is a
     choice, the value chosen on dev and its test number."""
-    test = _primary(df, axis, axis.headline or None)
+    test = _primary(df, axis, axis.recorded or None)
     test = test[test["split"] == "test"]
     out: dict[str, Any] = {"axis": axis.name, "metric": axis.metric, "test": {}}
     for _, r in test.iterrows():
@@ -177,6 +207,35 @@ def summary(df: pd.DataFrame, axis: Axis, configured: Any = None) -> dict[str, A
         out["chosen_on_dev"] = {axis.key: chosen, "dev": round(float(best["value"]), 4),
                                 "test": out["test"][axis.metric][str(chosen)], "configured": configured}
     return out
+
+
+def headline(df: pd.DataFrame, axis: Axis, out: dict[str, Any], params: Params) -> dict[str, float]:
+    """The axis's few numbers for `dvc exp show` (keys unique across stages: `app.headline`): for a choice, the value
+    chosen on dev and its test number with the CI; otherwise each headline metric's test value at each mark, and the
+    CI of the axis's metric at the configured mark. Rows: all queries, every other id column at its first value (the
+    configured memory and chunks, the primary constrained set)."""
+    r4 = lambda x: round(float(x), 4)  # noqa: E731
+    if axis.choose:
+        c = out["chosen_on_dev"]
+        t = c["test"]
+        name = f"test {axis.metric} at chosen {axis.key}"
+        return {f"chosen {axis.key} (dev)": c[axis.key], name: r4(t["value"]), f"{name} lo": r4(t["ci_low"]),
+                f"{name} hi": r4(t["ci_high"])}
+    sel = df[(df["split"] == "test") & (df["queries"] == "all")
+             & df["metric"].map(lambda m: _matches(m, axis.headline_metrics or (re.escape(axis.metric),)))]
+    for col in _ids(df, axis):
+        sel = sel[sel[col] == df[col].iloc[0]]
+    marks = [str(_plain(m)) for m in axis.marks(params)]
+    res: dict[str, float] = {}
+    for metric, rows in sel.groupby("metric", sort=False):
+        by_value = {str(_plain(v)): r for v, (_, r) in zip(rows[axis.key], rows.iterrows())}
+        for i, mark in enumerate(marks):
+            if mark in by_value:  # a mark outside the swept values (e.g. 2k) is simply not reported
+                name = f"test {metric.split(' (')[0]} ({mark})"
+                res[name] = r4(by_value[mark]["value"])
+                if i == 0 and metric == axis.metric:
+                    res |= {f"{name} lo": r4(by_value[mark]["ci_low"]), f"{name} hi": r4(by_value[mark]["ci_high"])}
+    return res
 
 
 def curve(df: pd.DataFrame, axis: Axis) -> pd.DataFrame:

@@ -4,8 +4,8 @@ A stage writes two files. Its detail file (`reports/<stage>.json`, a plain commi
 CIs, that its report and the results section read. Its headline file (`reports/metrics/<stage>.json`, the stage's
 declared `metrics:`) has the few numbers a person compares across experiments, flat and rounded, so that the table
 of every stage's headlines stays readable in a terminal. A key is used by one stage only: DVC then shows it without
-its file's path as the column name. Test numbers are the protocol's test split; the one dev
-number is labelled `dev`.
+its file's path as the column name. Test numbers are the protocol's test split; dev numbers are labelled `dev`.
+The ablation axes' headlines are `app.axes.headline` (each axis names its marks).
 """
 
 from __future__ import annotations
@@ -52,29 +52,3 @@ def graph(d: dict[str, Any]) -> dict[str, Any]:
     return {**{k.replace("_", " "): round(float(e[k]), 4) for k in ("has_precision", "has_recall", "not_has_precision",
                                                                     "not_has_recall")},
             "proposal recall": round(float(d["proposal_recall"]), 4)}
-
-
-def ablation(d: dict[str, Any], configured: Any = None) -> dict[str, Any]:
-    """An ablation axis: its choice on dev (λ), its curve's key points, or the configured setting against none."""
-    axis, test = d["axis"], d["test"]
-    if axis == "lam":
-        chosen = d["chosen_on_dev"]
-        return {"chosen lam (dev)": chosen["lam"], "test mRR@1 at chosen lam": _value(chosen["test"])}
-    if axis == "top_k":  # the paper's k and twice it (R@1 is the retrieval stage's mRR@1)
-        return {f"test R@{k}": _value(r) for k, r in test["R@k"].items() if k in ("5", "10")}
-    if axis == "constraint":
-        out = {}
-        rows = test["target mRR@1"]
-        for strength in ("none", str(configured)):
-            key = next((k for k in rows if k.startswith("configured") and k.endswith(f"/{strength}")), None)
-            if key is not None:
-                out[f"test target mRR@1 ({strength})"] = _value(rows[key])
-        conflict = next(m for m in test if m.startswith("Conflict@"))
-        key = next((k for k in test[conflict] if k.startswith("configured") and k.endswith(f"/{configured}")), None)
-        return out | ({f"test {conflict.split(' ')[0]} ({configured})": _value(test[conflict][key])} if key else {})
-    if axis == "coverage":
-        rows = test["overall score"]
-        best = max(rows, key=lambda k: rows[k]["value"])
-        return {**({f"test score ({configured})": _value(rows[configured])} if configured in rows else {}),
-                "test best score": _value(rows[best])}
-    raise ValueError(f"no headline for axis {axis!r}")

@@ -22,6 +22,7 @@ line as the paper writes it, and the tests hold the two against each other. No p
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -75,6 +76,15 @@ class Strength:
         if self.penalty is None or self.mode not in ("soft", "adaptive"):
             return self.mode
         return f"soft (p={self.penalty:g})" if self.mode == "soft" else f"adaptive (p_max={self.penalty:g})"
+
+    @classmethod
+    def from_label(cls, label: str) -> "Strength":
+        """The inverse of `label`: an ablation row names its strength as tables do, and its MLflow child run must log
+        the spec a user can put back into params (`soft (p=0.03)` → `soft:0.03`)."""
+        m = re.fullmatch(r"(soft|adaptive) \((?:p|p_max)=([^)]+)\)", label)
+        if m:
+            return cls(m[1], float(m[2]))  # type: ignore[arg-type]
+        return cls.parse(label)
 
 
 def sort_keys(states: np.ndarray, s: np.ndarray, strength: Strength, temperature: float = 0.02) -> tuple[np.ndarray, ...]:
