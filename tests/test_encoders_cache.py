@@ -126,6 +126,23 @@ def test_cache_returns_repeated_keys_in_request_order(tmp_path):
     np.testing.assert_array_equal(vecs, [[2, 2], [1, 0], [2, 2], [0, 1]])
 
 
+def test_a_cache_verifies_each_shard_once_however_many_views_ask(tmp_path, monkeypatch):
+    """A stage reads the same shards once per view: hashing them again each time made a cached embed stage slow."""
+    FeatureCache(tmp_path, "enc@once").put(["a", "b"], np.array([[1, 0], [0, 1]], np.float32))
+    cache = FeatureCache(tmp_path, "enc@once")
+    cache.put(["c"], np.array([[2, 2]], np.float32))
+    loads = []
+    real = FeatureCache._load_shard
+    monkeypatch.setattr(FeatureCache, "_load_shard", lambda self, shard, sha: loads.append(shard) or real(self, shard, sha))
+    for _ in range(3):
+        found, vecs = cache.get(["b", "c", "a"])
+        assert found.all()
+        np.testing.assert_array_equal(vecs, [[0, 1], [2, 2], [1, 0]])
+    assert sorted(loads) == sorted(set(loads)) and len(loads) == 2  # two shards, each read and hashed once
+    cache.put(["d"], np.array([[3, 3]], np.float32))  # a put refreshes the key lookup
+    assert cache.get(["d", "a"])[0].all() and len(loads) == 3
+
+
 def test_local_views_are_overlapping_cells_with_their_own_cache_keys(tiny_clip_name, images, tmp_path):
     from polarcatalog.data.regions import grid_cell
 

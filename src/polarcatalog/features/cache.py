@@ -64,6 +64,10 @@ class FeatureCache:
         self.encoder_id = encoder_id
         self.hits = self.misses = 0
         self._index: pd.DataFrame | None = None
+        self._by_key: pd.DataFrame | None = None
+        # Shards are named by their content hash and never rewritten, so one verified read per instance is enough: a
+        # stage asks for the same shards once per view, and re-hashing them each time cost more than the lookup.
+        self._verified: dict[tuple[str, str], np.ndarray] = {}
 
     def _fix(self) -> str:
         return f"the feature cache is derived data: delete {self.folder} (or `make clean-features`) and rerun"
@@ -110,11 +114,14 @@ class FeatureCache:
             raise CacheError(f"{path}: not a complete .npy array ({err}); {self._fix()}") from None
         if data.ndim != 2 or not np.isfinite(data).all():
             raise CacheError(f"{path}: shape {data.shape} or non-finite values; {self._fix()}")
+        self._verified[shard, sha256] = data
         return data
 
     def get(self, keys: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
         """(found mask, vectors of the found keys in order) — None when nothing is found."""
-        idx = self.index.drop_duplicates("key").set_index("key")
+        if self._by_key is None:
+            self._by_key = self.index.drop_duplicates("key").set_index("key")
+        idx = self._by_key
         found = np.array([k in idx.index for k in keys], dtype=bool)
         self.hits += int(found.sum())
         self.misses += int((~found).sum())
@@ -124,7 +131,9 @@ class FeatureCache:
         shards, row = rows["shard"].to_numpy(), rows["row"].to_numpy(dtype=np.int64)
         out = None
         for shard, sha in dict.fromkeys(zip(shards, rows["sha256"].to_numpy())):
-            data = self._load_shard(shard, sha)
+            data = self._verified.get((shard, sha))
+            if data is None:
+                data = self._load_shard(shard, sha)
             if out is None:
                 out = np.empty((len(rows), data.shape[1]), np.float32)
             mask = shards == shard
@@ -151,7 +160,7 @@ class FeatureCache:
         with self._locked():  # read-modify-write of the index: whatever other writers added since is kept
             index = pd.concat([self._read_index(), new], ignore_index=True)
             _atomic_write(self.folder / "index.parquet", _parquet_bytes(index))
-        self._index = index
+        self._index, self._by_key = index, None
 
 
 def _parquet_bytes(df: pd.DataFrame) -> bytes:
