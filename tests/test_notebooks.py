@@ -52,7 +52,9 @@ def test_run_notebook_imports_the_checkouts_src_and_reports_each_cell_quietly(tm
     nb = nbformat.v4.new_notebook()
     params = nbformat.v4.new_code_cell('params_file = "x"\nexecuted_notebook = None\naxis = "none"')
     params.metadata["tags"] = ["parameters"]
-    nb.cells = [params, nbformat.v4.new_code_cell("import pc_checkout_probe\nprint(pc_checkout_probe.WHERE, axis)")]
+    same = nbformat.v4.new_code_cell("x = 1")  # twice: a cell is numbered by its position, not found by its source
+    nb.cells = [params, same, nbformat.v4.new_markdown_cell("a note"), nbformat.v4.new_code_cell(same.source),
+                nbformat.v4.new_code_cell("import pc_checkout_probe\nprint(pc_checkout_probe.WHERE, axis)")]
     nbformat.write(nb, tmp_path / "probe.ipynb")
     cli = Path(sys.executable).parent / "polarcatalog"
     proc = subprocess.run([str(cli), "run-notebook", "probe.ipynb", "out/probe.ipynb", "-p", "axis=lam"], cwd=tmp_path,
@@ -60,5 +62,7 @@ def test_run_notebook_imports_the_checkouts_src_and_reports_each_cell_quietly(tm
     assert proc.returncode == 0, proc.stderr
     out = nbformat.read(tmp_path / "out/probe.ipynb", as_version=4)
     assert out.cells[-1].outputs[0]["text"] == "this checkout lam\n"
-    assert "cell 2/2" in proc.stderr and "import pc_checkout_probe" in proc.stderr
+    numbered = [line.split()[2] for line in proc.stderr.splitlines() if line.split()[1:2] == ["cell"]]
+    assert numbered == ["1/4", "2/4", "3/4", "4/4"], proc.stderr  # the parameters cell is 1, the injected one unnumbered
+    assert "import pc_checkout_probe" in proc.stderr.splitlines()[-2]
     assert "WARNING" not in proc.stderr and "Executing" not in proc.stderr, proc.stderr

@@ -42,6 +42,7 @@ def run_notebook(notebook: Path, output: Path, parameters: dict[str, Any], root:
     print(f"[{stage}] executing {notebook} ({len(cells)} code cells) -> {output}", file=sys.stderr, flush=True)
     start = time.perf_counter()
     clock: dict[str, float] = {}
+    done = [0]  # code cells finished: numbered by position, so two cells with the same source keep their numbers
 
     def cell_started(cell: Any, cell_index: int, **_: Any) -> None:
         clock["cell"] = time.perf_counter()
@@ -50,8 +51,8 @@ def run_notebook(notebook: Path, output: Path, parameters: dict[str, Any], root:
         if cell.cell_type != "code" or "injected-parameters" in cell.metadata.get("tags", []):
             return
         first = next((line for line in cell.source.splitlines() if line.strip() and not line.startswith("#")), "")
-        number = next((i for i, c in enumerate(cells, 1) if c.source == cell.source), "?")
-        print(f"[{stage}] cell {number}/{len(cells)} {time.perf_counter() - clock['cell']:6.1f} s  {first[:70]}",
+        done[0] += 1
+        print(f"[{stage}] cell {done[0]}/{len(cells)} {time.perf_counter() - clock['cell']:6.1f} s  {first[:70]}",
               file=sys.stderr, flush=True)
 
     papermill.execute_notebook(
