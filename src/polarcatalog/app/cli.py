@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -120,7 +118,7 @@ def ui(
     typer.echo(f"MLflow runs of '{p.tracking.experiment}': {runs}", err=True)
     if uri.startswith("http"):
         return
-    mlflow_bin = shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
+    mlflow_bin = team.mlflow_bin()
     os.environ["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"  # no background job runner for a local viewer
     os.execv(mlflow_bin, [mlflow_bin, "ui", "--backend-store-uri", uri, "--host", host, "--port", str(port), "--workers", "1"])
 
@@ -146,8 +144,7 @@ def team_server(
     port: int = typer.Option(5000),
 ) -> None:
     """Run the team's MLflow tracking server; clients set tracking.uri (or MLFLOW_TRACKING_URI) to its URL."""
-    mlflow = shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
-    cmd = team.mlflow_server_command(mlflow, backend, artifacts, host, port)
+    cmd = team.mlflow_server_command(team.mlflow_bin(), backend, artifacts, host, port)
     typer.echo(f"runs and artifacts at http://{host}:{port} ({backend}; {artifacts})")
     os.execv(cmd[0], cmd)
 

@@ -16,12 +16,18 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
 
 DB_USER = "mlflow"
 DB_NAME = "mlflow"
+
+
+def mlflow_bin() -> str:
+    """The `mlflow` command of this environment: on PATH, else beside this Python (an unactivated venv)."""
+    return shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
 
 
 def postgres_bin(name: str) -> str:
