@@ -281,10 +281,18 @@ def test_cli_evaluate_on_a_tiny_folder(repo, tmp_path):
         shutil.copy(sprites / f"{slug}.png", q / folder / "a.png")
     (q / "Squirtle" / "broken.png").write_bytes(b"not an image")
     shutil.copy(sprites / "pikachu.png", q / "unlabelled.png")
+    # blank frames (a white image, an all-transparent sprite) get no ranking: quarantined like unreadable files
+    Image.new("RGB", (64, 48), "white").save(q / "Squirtle" / "blank.jpg")
+    Image.new("RGBA", (96, 96), (0, 0, 0, 0)).save(q / "bulbasaur" / "transparent.png")
+    (q / "bulbasaur" / "README.txt").write_text("where these came from")
     out = _sh([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(q), "--out", str(tmp_path / "out")], root, env).stdout
-    assert "3 labelled queries" in out and "broken.png" in out
+    assert "3 labelled queries" in out and "broken.png" in out and "blank: one colour" in out, out
+    assert "1 file(s) skipped, not images by their suffix" in out and "bulbasaur/README.txt" in out
     metrics = json.loads((tmp_path / "out/metrics.json").read_text())
-    assert metrics["labelled"]["n"] == 3 and metrics["unlabelled"] == 1 and metrics["quarantined"] == 1
+    assert metrics["labelled"]["n"] == 3 and metrics["unlabelled"] == 1 and metrics["quarantined"] == 3
+    assert metrics["folder"]["not_images"] == ["bulbasaur/README.txt"]
+    assert sorted(Path(r["path"]).name for r in metrics["folder"]["quarantined"]) == ["blank.jpg", "broken.png",
+                                                                                       "transparent.png"]
     pred = pd.read_csv(tmp_path / "out/predictions.csv")
     assert sorted(pred["query_id"]) == ["4/a.png", "Squirtle/a.png", "bulbasaur/a.png", "unlabelled.png"]
     assert set(pred["gold_species_id"].dropna().astype(int)) == {1, 4, 7}
@@ -569,8 +577,11 @@ def test_second_repro_does_nothing_and_forced_rerun_is_identical(repo):
     assert (root / "reports/curation.json").read_bytes() == before  # seeded: identical metrics
     # the results section names the last commit of code or params: a test above committed, so refresh that line first
     _sh(["dvc", "repro", "--force", "--single-item", "report"], root, env)
+    lock = (root / "dvc.lock").read_text()
     for stage, metrics in (("embed", "embed.json"), ("graph", "graph.json"), ("ablate@lam", "ablate_lam.json"),
                            ("ablate_polar@constraint", "ablate_constraint.json"), ("report", "README.md")):
         before = (root / "reports" / metrics).read_bytes()
         _sh(["dvc", "repro", "--force", "--single-item", stage], root, env)
         assert (root / "reports" / metrics).read_bytes() == before, metrics
+    # every output's hash too (no timings in a report, no unseeded figure): `dvc.lock` does not churn on a rerun
+    assert (root / "dvc.lock").read_text() == lock

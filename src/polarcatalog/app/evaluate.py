@@ -15,7 +15,7 @@ import pandas as pd
 from polarcatalog.app.workflows import catalog_for, domain_for, hubness_k, memory_proposer, query_view, retriever
 from polarcatalog.config import Params
 from polarcatalog.data.images import Quarantine
-from polarcatalog.data.query_folder import read_query_folder
+from polarcatalog.data.query_folder import QueryFolder, listed, read_query_folder
 from polarcatalog.encoders import create_encoder
 from polarcatalog.eval.metrics import gold_ranks, summarize
 from polarcatalog.encoders.preprocess import Preprocess
@@ -50,6 +50,7 @@ class EvaluateResult:
     quarantined: list[dict]
     constraint: Constraint | None = None
     anchor_scale: AnchorScale | None = None
+    folder: QueryFolder | None = None
 
     def render(self, show: int = 5) -> str:
         lines = [self.anchor_scale.describe()] if self.anchor_scale else []
@@ -62,7 +63,9 @@ class EvaluateResult:
             named = ", ".join(n + STATE_MARK[m] for n, m in zip(row.predicted_names[:show], row.states))  # states 0 unconstrained
             lines.append(f"{row.query_id}: {named}{gold}")
         if self.quarantined:
-            lines.append(f"{len(self.quarantined)} unreadable image(s) skipped: " + "; ".join(f"{q['path']}: {q['reason']}" for q in self.quarantined))
+            lines.append(f"{len(self.quarantined)} image(s) quarantined (unreadable or blank; copies in the output's "
+                         "quarantine/): " + "; ".join(f"{q['path']}: {q['reason']}" for q in self.quarantined))
+        lines += self.folder.notes() if self.folder else []
         if self.constraint and self.metrics:
             c = self.metrics["constraint"]
             conflict = next(key for key in c if key.startswith("Conflict@"))
@@ -72,7 +75,10 @@ class EvaluateResult:
             lines.append(f"\n{m['n']} labelled queries: mRR@1 {m['mRR@1']:.3f}  mRR@5 {m['mRR@5']:.3f}  mRR@10 {m['mRR@10']:.3f}  "
                          f"R@10 {m['R@10']:.3f}  acc@1 {m['acc@1']:.3f}")
             if self.metrics["unknown_labels"]:
-                lines.append(f"{self.metrics['unknown_labels']} image(s) with a label that names no catalog species (not scored)")
+                names = self.metrics["unknown_label_names"]
+                lines.append(f"{self.metrics['unknown_labels']} image(s) with a label that names no catalog species (not "
+                             f"scored): {listed(names)}; a label is a species id or name (any case; spaces, _ or - "
+                             "alike; `mr-mime` = Mr. Mime)")
         return "\n".join(lines)
 
 
@@ -129,7 +135,8 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     missing = [n for n in needed if n not in ws.anchor_f]
     if missing:
         raise ValueError(f"the catalog has no features for {missing}; add them to encoders.image and run `dvc repro embed`")
-    q = read_query_folder(folder, ws.species, labels)
+    found = read_query_folder(folder, ws.species, labels)
+    q = found.rows
     memory = _memory_for(ws, params, root, where) if where else None
     quarantine = Quarantine(out / "quarantine")
     cache = root / "data/cache/features"
@@ -140,7 +147,8 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     feats, ok, stats = {}, np.ones(len(q), bool), {"queries": {}, "anchors": {}}  # feature cache hits / misses
     for i, (name, enc) in enumerate(encoders.items()):
         vecs, ok_n = encode_image_views(enc, q["path"].tolist(), cache, q_views, batch_size=params.encoders.batch_size,
-                                        quarantine=quarantine if i == 0 else None, stats=stats["queries"])
+                                        quarantine=quarantine if i == 0 else None, stats=stats["queries"],
+                                        refuse_blank=True)
         feats[name] = average_flips(*vecs) if len(vecs) == 2 else vecs[0]  # the pipeline's rule for its own queries
         ok &= ok_n
     q = q[ok].reset_index(drop=True)
@@ -180,7 +188,9 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     labelled = gold >= 0
     metrics = None
     if q["label"].notna().any():
-        metrics = {"labelled": summarize(ranks[labelled]), "anchor_scale": asdict(scale), "feature_cache": stats, "unknown_labels": int((q["label"].notna() & ~labelled).sum()),
+        unknown = q["label"].notna() & ~labelled
+        metrics = {"labelled": summarize(ranks[labelled]), "anchor_scale": asdict(scale), "feature_cache": stats,
+                   "unknown_labels": int(unknown.sum()), "unknown_label_names": sorted(set(q.loc[unknown, "label"])),
                    "unlabelled": int(q["label"].isna().sum()), "quarantined": len(quarantine.rows),
                    "retrieval": rp.model_dump(mode="json"), "catalog_species": int(len(ws.species))}
 
@@ -191,12 +201,17 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
         found = labelled & (ranks <= species.shape[1])
         position = (species == gold[:, None]).argmax(1)  # where the gold sits (its rank may be pessimistic)
         gold_state = states[np.flatnonzero(found), position[found]]
-        metrics = metrics or {"labelled": None, "queries": len(q), "anchor_scale": asdict(scale), "feature_cache": stats}
+        metrics = metrics or _unlabelled(q, scale, stats)
         metrics["constraint"] = {"text": constraint.text, "has": constraint.q_pos, "not_has": constraint.q_neg,
                                  "strength": constraint.strength, f"Conflict@{k} (memory)": conflict if len(q) else None,
                                  "gold contradicted by the memory": int((gold_state == -1).sum())}
     out.mkdir(parents=True, exist_ok=True)
     pred.to_csv(out / "predictions.csv", index=False)
-    metrics = metrics or {"labelled": None, "queries": len(q), "anchor_scale": asdict(scale), "feature_cache": stats}
+    metrics = metrics or _unlabelled(q, scale, stats)
+    metrics["folder"] = found.report() | {"quarantined": quarantine.rows}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
-    return EvaluateResult(pred, metrics, quarantine.rows, constraint, scale)
+    return EvaluateResult(pred, metrics, quarantine.rows, constraint, scale, found)
+
+
+def _unlabelled(q: pd.DataFrame, scale: AnchorScale, stats: dict) -> dict:
+    return {"labelled": None, "queries": len(q), "anchor_scale": asdict(scale), "feature_cache": stats}

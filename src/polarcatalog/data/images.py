@@ -85,6 +85,17 @@ def load_rgb(path: str | Path, background: tuple[int, int, int] = WHITE, at_leas
     return rgb
 
 
+BLANK_SPREAD = 2  # max - min per channel at or under which an image is one colour (JPEG noise aside)
+
+
+def blank_reason(im: Image.Image) -> str | None:
+    """Why an image holds nothing to recognise (one colour everywhere), or None. Asked of a user's query images, where
+    a blank frame or an all-transparent sprite would otherwise get a confident but meaningless ranking."""
+    extrema = im.getextrema()
+    if all(hi - lo <= BLANK_SPREAD for lo, hi in extrema):
+        return f"blank: one colour (RGB {tuple(lo for lo, _ in extrema)}) everywhere, nothing to recognise"
+    return None
+
 
 class Quarantine:
     """Collects rejected files (copied aside, never deleted) with their reasons for the curation report."""

@@ -1,7 +1,14 @@
-"""A user's own query folder: images plus labels (a CSV `image,species_id`, or one sub-folder per species)."""
+"""A user's own query folder: images plus labels (a CSV `image,species_id`, or one sub-folder per species).
+
+Nothing in the folder is dropped without a word: files that are not images, labels naming no image, and repeated
+label rows are counted and listed in the result (the CLI prints them and writes them to metrics.json); a labels CSV
+that gives one image two different species is refused, naming the image."""
 
 from __future__ import annotations
 
+import re
+import unicodedata
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -9,37 +16,111 @@ import pandas as pd
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff"}
 
 
+def name_key(text: str) -> str:
+    """A name as a folder would spell it, for matching: lower case, accents and apostrophes and dots dropped, ♀/♂ as
+    -f/-m, every other run of non-alphanumerics one hyphen. `Mr. Mime`, `MR_MIME` and the sprite slug `mr-mime` all
+    give `mr-mime`; `Nidoran♀` gives `nidoran-f`, `Farfetch'd` `farfetchd`, `Flabébé` `flabebe`."""
+    t = str(text).strip().lower().replace("♀", "-f").replace("♂", "-m")
+    t = "".join(c for c in unicodedata.normalize("NFKD", t) if not unicodedata.combining(c))
+    t = re.sub(r"['’.]", "", t)
+    return re.sub(r"[^a-z0-9]+", "-", t).strip("-")
+
+
 def _species_lookup(species: pd.DataFrame) -> dict[str, int]:
-    """Folder name -> species id: the id itself, the name, or a slug of the name (case-insensitive)."""
+    """Label -> species id: the id itself (`25`, `025`), or the name in any spelling `name_key` folds together."""
     out: dict[str, int] = {}
     for sid, name in zip(species["species_id"], species["name"]):
-        for key in (str(sid), name.lower(), name.lower().replace(" ", "-"), name.lower().replace(" ", "_")):
-            out[key] = int(sid)
+        out[str(int(sid))] = int(sid)
+        out.setdefault(name_key(name), int(sid))
     return out
 
 
-def read_query_folder(folder: Path, species: pd.DataFrame, labels_csv: Path | None = None) -> pd.DataFrame:
-    """One row per image: path, query_id (relative path), species_id (NA when unlabelled or unknown), label text."""
+def _label_key(label: str) -> str:
+    text = str(label).strip()
+    return str(int(float(text))) if re.fullmatch(r"\d+(\.0*)?", text) else name_key(text)  # `25`, `025`, `25.0`
+
+
+@dataclass
+class QueryFolder:
+    """`rows`: one per image (path, query_id = path relative to the folder, label text, species_id or NA)."""
+
+    rows: pd.DataFrame
+    not_images: list[str] = field(default_factory=list)  # files skipped for their suffix (hidden files aside)
+    labels_without_image: list[str] = field(default_factory=list)  # CSV rows naming a file the folder lacks
+    repeated_label_rows: int = 0  # CSV rows repeating an (image, species) pair already given: counted once
+
+    def notes(self) -> list[str]:
+        """What the CLI prints about the folder beyond the predictions: nothing when nothing was left out."""
+        out = []
+        if self.not_images:
+            out.append(f"{len(self.not_images)} file(s) skipped, not images by their suffix "
+                       f"({', '.join(sorted(IMAGE_SUFFIXES))}): {listed(self.not_images)}")
+        if self.labels_without_image:
+            out.append(f"{len(self.labels_without_image)} label row(s) name no image in the folder (paths are relative "
+                       f"to --queries): {listed(self.labels_without_image)}")
+        if self.repeated_label_rows:
+            out.append(f"{self.repeated_label_rows} repeated label row(s) counted once")
+        return out
+
+    def report(self) -> dict[str, object]:
+        return {"not_images": self.not_images, "labels_without_image": self.labels_without_image,
+                "repeated_label_rows": self.repeated_label_rows}
+
+
+def listed(items: list[str], shown: int = 5) -> str:
+    return ", ".join(items[:shown]) + (f" and {len(items) - shown} more" if len(items) > shown else "")
+
+
+def _read_labels(path: Path) -> tuple[pd.DataFrame, int]:
+    """(one row per image: image, species_id as written; rows repeating an image's label, counted). Two spellings of
+    one species (`4` and `4.0`, `Mr. Mime` and `mr-mime`) are one label; two species for one image are an error."""
+    try:
+        labels = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"--labels {path}: no such file") from None
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"--labels {path}: empty; it needs a header `image,species_id` and one row per image") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"--labels {path}: not UTF-8 text (byte {err.start}); save it as UTF-8 CSV") from None
+    except pd.errors.ParserError as err:
+        raise ValueError(f"--labels {path}: not a CSV ({str(err).strip()})") from None
+    missing = {"image", "species_id"} - set(labels.columns)
+    if missing:
+        raise ValueError(f"--labels {path}: needs columns image,species_id (missing {sorted(missing)})")
+    labels = labels[["image", "species_id"]].apply(lambda c: c.str.strip())
+    labels["species_id"] = labels["species_id"].replace("", None)
+    labels["key"] = labels["species_id"].map(_label_key, na_action="ignore")
+    conflicting = labels.dropna().groupby("image")["key"].nunique()
+    conflicting = conflicting[conflicting > 1]
+    if len(conflicting):
+        shown = ", ".join(f"{im!r} ({' / '.join(sorted(set(labels.loc[labels['image'] == im, 'species_id'].dropna())))})"
+                          for im in conflicting.index[:5])
+        raise ValueError(f"--labels {path}: {len(conflicting)} image(s) given two or more species: {shown}; keep one row "
+                         "per image")
+    unique = labels.sort_values("key", na_position="last", kind="stable").drop_duplicates("image").sort_index()
+    return unique[["image", "species_id"]], len(labels) - len(unique)
+
+
+def read_query_folder(folder: Path, species: pd.DataFrame, labels_csv: Path | None = None) -> QueryFolder:
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"--queries {folder}: not a folder")
-    paths = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    files = sorted(p for p in folder.rglob("*") if p.is_file()
+                   and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    paths = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES]
+    not_images = [p.relative_to(folder).as_posix() for p in files if p.suffix.lower() not in IMAGE_SUFFIXES]
     if not paths:
         raise ValueError(f"--queries {folder}: no image files ({', '.join(sorted(IMAGE_SUFFIXES))})")
     df = pd.DataFrame({"path": [str(p) for p in paths], "query_id": [p.relative_to(folder).as_posix() for p in paths]})
-    lookup = _species_lookup(species)
+    result = QueryFolder(df, not_images)
     if labels_csv is not None:
-        labels = pd.read_csv(labels_csv)
-        missing = {"image", "species_id"} - set(labels.columns)
-        if missing:
-            raise ValueError(f"--labels {labels_csv}: needs columns image,species_id (missing {sorted(missing)})")
-        labels["image"] = labels["image"].astype(str)
-        # ids as text ("25", not "25.0" once a missing value made the column float)
-        ids = pd.to_numeric(labels["species_id"], errors="coerce").astype("Int64")
-        labels["species_id"] = [str(i) if i is not pd.NA else str(raw) for i, raw in zip(ids, labels["species_id"])]
-        df = df.merge(labels[["image", "species_id"]].rename(columns={"image": "query_id", "species_id": "label"}), on="query_id", how="left")
+        unique, result.repeated_label_rows = _read_labels(Path(labels_csv))
+        result.labels_without_image = sorted(set(unique["image"]) - set(df["query_id"]))
+        df = df.merge(unique.rename(columns={"image": "query_id", "species_id": "label"}), on="query_id", how="left")
     else:
         df["label"] = [Path(q).parent.name if "/" in q else None for q in df["query_id"]]
-    df["species_id"] = [lookup.get(str(l).strip().lower()) if isinstance(l, str) else None for l in df["label"]]
-    df["species_id"] = df["species_id"].astype("Int64")
-    return df
+    lookup = _species_lookup(species)
+    df["species_id"] = pd.array([lookup.get(_label_key(lab)) if isinstance(lab, str) else None for lab in df["label"]],
+                                dtype="Int64")
+    result.rows = df
+    return result

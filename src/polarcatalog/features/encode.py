@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 from PIL import Image
 
-from polarcatalog.data.images import BadImageError, Quarantine, load_rgb
+from polarcatalog.data.images import BadImageError, Quarantine, blank_reason, load_rgb
 from polarcatalog.encoders import ImageEncoder, TextEncoder
 from polarcatalog.encoders.base import PreparingEncoder
 from polarcatalog.encoders.preprocess import Preprocess, derive
@@ -43,14 +43,15 @@ def decode_size(views: Sequence[Preprocess]) -> int | None:
 def encode_image_views(encoder: ImageEncoder, paths: Sequence[str | Path], cache_root: str | Path,
                        views: Sequence[Preprocess], shas: Sequence[str] | None = None, batch_size: int = 64,
                        quarantine: Quarantine | None = None, stats: dict[str, int] | None = None,
-                       role: str = "query") -> tuple[list[np.ndarray], np.ndarray]:
+                       role: str = "query", refuse_blank: bool = False) -> tuple[list[np.ndarray], np.ndarray]:
     """([n, d] l2-normalised vectors per view, ok mask); an unreadable file gives ok=False (and a quarantine entry).
 
     Only (image, view) pairs missing from the cache are encoded. Each image with anything missing is decoded once
     and all its views are cut from that decode (`derive`). The work streams in chunks of about one batch of views: the
     next chunk is decoded (and, for a `PreparingEncoder`, preprocessed) on a second thread while the encoder runs on
     this one, so the first forward starts after one chunk, not after every decode, and the progress bar counts images
-    with a rate and an ETA."""
+    with a rate and an ETA. `refuse_blank`: a one-colour image is quarantined like an unreadable one (a user's query
+    folder; the curated catalog has its own checks)."""
     cache = FeatureCache(cache_root, encoder.id)
     shas = list(shas) if shas is not None else [sha256_file(p) if Path(p).is_file() else "missing" for p in paths]
     keys = [[item_key(encoder.id, v.key(), s) for s in shas] for v in views]
@@ -77,7 +78,11 @@ def encode_image_views(encoder: ImageEncoder, paths: Sequence[str | Path], cache
         for i in chunk:
             want = [v for j, v in enumerate(views) if missing[j, i]]
             try:
-                loaded.append((int(i), derive(load_rgb(paths[i], at_least=decode_size(want)), want)))
+                im = load_rgb(paths[i], at_least=decode_size(want))
+                blank = blank_reason(im) if refuse_blank else None
+                if blank:
+                    raise BadImageError(paths[i], blank)
+                loaded.append((int(i), derive(im, want)))
             except BadImageError as err:
                 ok[i] = False
                 if quarantine is not None:
