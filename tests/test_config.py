@@ -111,6 +111,26 @@ def test_cli_check_params(tmp_path):
     assert res.exit_code == 2 and "curate.chunk_words" in res.output
 
 
+@pytest.mark.parametrize("sets, message", [
+    (["retrieval.lam"], "--set 'retrieval.lam': expected <section>.<key>=<value>, e.g. --set retrieval.lam=0.5"),
+    (["=0.5"], "--set '=0.5': expected <section>.<key>=<value>"),
+    (["retrieval.lam=[0.5"], "--set 'retrieval.lam=[0.5': the value is not YAML"),
+    (["retrieval.lam=0.5", "retrieval.k=zero"], "retrieval.k: Input should be a valid integer (got 'zero') [from the "
+                                                "override retrieval.k]"),
+])
+def test_a_bad_set_is_named_as_the_set_not_blamed_on_the_params_file(tmp_path, sets, message):
+    """`--set retrieval.lam` (no `=`) was 'not enough values to unpack'; a bad --set value read as a params.yaml error."""
+    from typer.testing import CliRunner
+
+    from polarcatalog.app.cli import app
+
+    (tmp_path / "q").mkdir()
+    args = [a for item in sets for a in ("--set", item)]
+    res = CliRunner().invoke(app, ["evaluate", "--queries", str(tmp_path / "q"), "--params", str(ROOT / "params.yaml"), *args])
+    assert res.exit_code == 2 and message in res.output, res.output
+    assert "unpack" not in res.output and "Traceback" not in res.output
+
+
 def test_compound_values_are_typed_once_and_written_back_as_text():
     from polarcatalog.encoders import EncoderSpec
     from polarcatalog.memory.constraints import Strength

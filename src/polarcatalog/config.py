@@ -342,17 +342,33 @@ def _allowed(loc: tuple[Any, ...]) -> list[str]:
     return sorted(model.model_fields)
 
 
-def _format(err: ValidationError, source: str) -> str:
-    lines = [f"invalid params in {source}:"]
+def _format(err: ValidationError, source: str, overridden: Iterable[str] = ()) -> str:
+    """One line per bad key; a key an override set (`--set`, a notebook's `overrides`) says so, not blaming the file."""
+    overridden = tuple(overridden)
+    lines = [f"invalid params in {source}" + (f" with overrides {', '.join(overridden)}" if overridden else "") + ":"]
     for e in err.errors():
         loc = tuple(x for x in e["loc"])
         key = ".".join(str(x) for x in loc) or "(top level)"
+        origin = next((f" [from the override {o}]" for o in overridden if key == o or key.startswith(o + ".")
+                       or o.startswith(key + ".")), "")
         if e["type"] == "extra_forbidden":
-            lines.append(f"  - {key}: unknown key; allowed keys here: {', '.join(_allowed(loc))}")
+            lines.append(f"  - {key}: unknown key; allowed keys here: {', '.join(_allowed(loc))}{origin}")
         else:
             msg = e["msg"].removeprefix("Value error, ")
-            lines.append(f"  - {key}: {msg} (got {reprlib.repr(e.get('input'))})")  # bounded: never the whole value
+            lines.append(f"  - {key}: {msg} (got {reprlib.repr(e.get('input'))}){origin}")  # bounded: never the whole value
     return "\n".join(lines)
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """`retrieval.lam=0.5` → ("retrieval.lam", 0.5): the value read as YAML, with the params file's own rules (no
+    aliases, no duplicate keys)."""
+    key, eq, text = item.partition("=")
+    if not eq or not key.strip() or any(not part for part in key.strip().split(".")):
+        raise ParamsError(f"--set {item!r}: expected <section>.<key>=<value>, e.g. --set retrieval.lam=0.5")
+    try:
+        return key.strip(), yaml.load(text, Loader=_ParamsLoader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"--set {item!r}: the value is not YAML ({str(exc).splitlines()[0]})") from None
 
 
 def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
@@ -373,13 +389,13 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any] | None) -> di
     return out
 
 
-def validate(raw: dict[str, Any], source: str = "params") -> Params:
+def validate(raw: dict[str, Any], source: str = "params", overridden: Iterable[str] = ()) -> Params:
     if not isinstance(raw, dict):
         raise ParamsError(f"{source}: expected a mapping of sections {list(SECTIONS)}, got {type(raw).__name__}")
     try:
         return Params.model_validate(raw)
     except ValidationError as err:
-        raise ParamsError(_format(err, source)) from None
+        raise ParamsError(_format(err, source, overridden)) from None
 
 
 def load_params(path: str | Path = "params.yaml", overrides: dict[str, Any] | None = None) -> Params:
@@ -395,7 +411,7 @@ def load_params(path: str | Path = "params.yaml", overrides: dict[str, Any] | No
         raise ParamsError(f"{path}: not valid params YAML: {exc}") from None
     if raw is None:
         raise ParamsError(f"{path}: no params in it (empty or only comments); restore it with `git checkout {path}`")
-    return validate(apply_overrides(raw, overrides), str(path))
+    return validate(apply_overrides(raw, overrides), str(path), overrides or ())
 
 
 class _ParamsLoader(yaml.SafeLoader):

@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-import yaml
 
 from polarcatalog import __version__
 from polarcatalog.app import team
 from polarcatalog.app.plots_page import write_template
 from polarcatalog.app.evaluate import evaluate_folder
-from polarcatalog.config import ParamsError, load_params
+from polarcatalog.config import ParamsError, load_params, parse_override
 from polarcatalog.data.fetch import FetchError
 from polarcatalog.features.cache import CacheError
 
@@ -58,7 +57,7 @@ def evaluate(
 ) -> None:
     """Run the configured retriever on your own query images against the whole catalog and score it."""
     try:
-        overrides = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in set_)}
+        overrides = dict(parse_override(item) for item in set_)
         if strength is not None:  # parsed and checked with the params, before any encoding
             overrides["graph.constraint"] = strength
         p = load_params(params, overrides)
