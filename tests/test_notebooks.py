@@ -43,6 +43,7 @@ def test_each_notebook_is_a_papermill_stage(path):
 def test_run_notebook_imports_the_checkouts_src_and_reports_each_cell_quietly(tmp_path):
     """What every stage runs: the kernel imports from this checkout's src/ (an experiment's copy, not the editable
     install's workspace), parameters are injected, and the terminal gets one line per cell and no kernel warnings."""
+    import os
     import subprocess
     import sys
     from pathlib import Path
@@ -54,15 +55,17 @@ def test_run_notebook_imports_the_checkouts_src_and_reports_each_cell_quietly(tm
     params.metadata["tags"] = ["parameters"]
     same = nbformat.v4.new_code_cell("x = 1")  # twice: a cell is numbered by its position, not found by its source
     nb.cells = [params, same, nbformat.v4.new_markdown_cell("a note"), nbformat.v4.new_code_cell(same.source),
-                nbformat.v4.new_code_cell("import pc_checkout_probe\nprint(pc_checkout_probe.WHERE, axis)")]
+                nbformat.v4.new_code_cell("import os, pc_checkout_probe\n"
+                                        "print(pc_checkout_probe.WHERE, axis, os.environ['OPENBLAS_NUM_THREADS'])")]
     nbformat.write(nb, tmp_path / "probe.ipynb")
     cli = Path(sys.executable).parent / "polarcatalog"
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "8"}  # the shell's setting: a stage's kernel runs pinned anyway
     proc = subprocess.run([str(cli), "run-notebook", "probe.ipynb", "out/probe.ipynb", "-p", "axis=lam"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
     out = nbformat.read(tmp_path / "out/probe.ipynb", as_version=4)
-    assert out.cells[-1].outputs[0]["text"] == "this checkout lam\n"
+    assert out.cells[-1].outputs[0]["text"] == "this checkout lam 1\n"  # polarcatalog.numerics
     numbered = [line.split()[2] for line in proc.stderr.splitlines() if line.split()[1:2] == ["cell"]]
     assert numbered == ["1/4", "2/4", "3/4", "4/4"], proc.stderr  # the parameters cell is 1, the injected one unnumbered
-    assert "import pc_checkout_probe" in proc.stderr.splitlines()[-2]
+    assert proc.stderr.splitlines()[-2].endswith("import os, pc_checkout_probe")
     assert "WARNING" not in proc.stderr and "Executing" not in proc.stderr, proc.stderr

@@ -1,7 +1,7 @@
 """How every DVC stage executes its notebook: papermill, with what a stage run needs around it.
 
 `dvc.yaml` calls `polarcatalog run-notebook notebooks/01_curate.ipynb reports/notebooks/01_curate.ipynb`, not bare
-`papermill`, for four reasons:
+`papermill`, for five reasons:
 - The kernel imports `polarcatalog` from *this* checkout's `src/`. The editable install points at the main
   workspace, which is the wrong code for a `dvc exp run --temp` or queued experiment, whose copy lives under
   `.dvc/tmp/exps/` and may differ from the workspace by the time the queue runs.
@@ -10,6 +10,7 @@
   is silenced: the kernel listens on 127.0.0.1 only, for the one client that started it.
 - The terminal gets one line per code cell (its number, first line and time); long cells also draw their own progress
   bars there (`polarcatalog.progress`), with count, rate and ETA.
+- The kernel's BLAS is pinned (`polarcatalog.numerics`), so a stage's numbers do not depend on the machine.
 """
 
 from __future__ import annotations
@@ -23,12 +24,15 @@ from typing import Any
 import nbformat
 import papermill
 
+from polarcatalog.numerics import stage_env
+
 
 def _kernel_env(root: Path) -> None:
     """The kernel inherits this process's environment: put the checkout's src/ first on its import path."""
     src = str((root / "src").resolve())
     parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != src]
     os.environ["PYTHONPATH"] = os.pathsep.join([src, *parts])
+    os.environ.update(stage_env(os.environ))  # machine-independent BLAS (polarcatalog.numerics), whatever the shell set
 
 
 def run_notebook(notebook: Path, output: Path, parameters: dict[str, Any], root: Path | None = None) -> None:

@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from polarcatalog.numerics import single_threaded_faiss
+
 
 def _faiss() -> Any:
     try:
@@ -14,6 +16,7 @@ def _faiss() -> Any:
     except ImportError as exc:
         raise ImportError("faiss is not installed: `make venv` installs faiss-cpu (extra `cpu`), "
                           "or use EXTRAS=gpu,dev on a GPU machine") from exc
+    single_threaded_faiss(faiss)  # the same scores whatever the machine's core count (polarcatalog.numerics)
     return faiss
 
 
