@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,7 +30,7 @@ from polarcatalog.memory.graph import species_memory
 from polarcatalog.memory.inputs import GraphInputs, graph_inputs
 from polarcatalog.memory.query_parser import parse_text
 from polarcatalog.memory.verifiers import load_scores
-from polarcatalog.retrieval.vrrag import prepare_queries, query_encoders
+from polarcatalog.retrieval.vrrag import batch_statistics, prepare_queries, query_encoders
 
 
 STATE_MARK = {-1: " [conflict]", 0: "", 1: " [has]"}
@@ -54,6 +55,9 @@ class EvaluateResult:
 
     def render(self, show: int = 5) -> str:
         lines = [self.anchor_scale.describe()] if self.anchor_scale else []
+        centring = (self.metrics or {}).get("query_centring")
+        if centring and centring.get("note"):
+            lines.append(centring["note"])
         if self.constraint:
             c = self.constraint
             lines.append(f"constraint {c.text!r}: has {c.q_pos or '-'}, not_has {c.q_neg or '-'} ({c.strength}; "
@@ -163,6 +167,7 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     catalog = catalog_for(ws, rp)
     vr = retriever(catalog, rp)
     prepared = prepare_queries(feats, catalog, rp.center, rp.min_center_batch, rp.query_centre)
+    centring = _centring(rp, len(q))
     ranking = vr.rank(vr.candidates(prepared, hubness_k=hubness_k(rp, len(q))), rp.lam, max(rp.r, 10))
     species, s = ranking.species_ids, ranking.s
     states, constraint, keys = np.zeros(species.shape, np.int8), None, (s,)
@@ -209,8 +214,25 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     pred.to_csv(out / "predictions.csv", index=False)
     metrics = metrics or _unlabelled(q, scale, stats)
     metrics["folder"] = found.report() | {"quarantined": quarantine.rows}
+    metrics["query_centring"] = centring
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
     return EvaluateResult(pred, metrics, quarantine.rows, constraint, scale, found)
+
+
+def _centring(rp: Any, n_queries: int) -> dict[str, Any]:
+    """Which mean the queries were centred by, and a note when the configured batch centring fell back: a folder under
+    `retrieval.min_center_batch` images is centred by the catalog mean (each query on its own), which changes scores
+    against a run on a larger folder, so the user is told rather than left to wonder."""
+    if not rp.center:
+        return {"by": "none"}
+    if batch_statistics(n_queries, rp.center, rp.min_center_batch, rp.query_centre):
+        return {"by": "batch", "note": None}
+    note = None
+    if rp.query_centre == "batch":
+        note = (f"queries centred by the catalog mean, not this folder's own: {n_queries} image(s) < "
+                f"retrieval.min_center_batch = {rp.min_center_batch} (each query is then scored on its own; "
+                "--set retrieval.query_centre=catalog always does this)")
+    return {"by": "catalog", "note": note}
 
 
 def _unlabelled(q: pd.DataFrame, scale: AnchorScale, stats: dict) -> dict:
