@@ -2,7 +2,8 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from polarcatalog.data.query_folder import name_key, read_query_folder
+from polarcatalog.data.names import name_key
+from polarcatalog.data.query_folder import read_query_folder
 
 SPECIES = pd.DataFrame({"species_id": [1, 4, 29, 32, 83, 122, 669, 772],
                         "name": ["Bulbasaur", "Charmander", "Nidoran♀", "Nidoran♂", "Farfetch'd", "Mr. Mime", "Flabébé",

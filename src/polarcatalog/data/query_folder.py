@@ -7,23 +7,14 @@ that gives one image two different species is refused, naming the image."""
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from polarcatalog.data.names import name_key
+
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff"}
-
-
-def name_key(text: str) -> str:
-    """A name as a folder would spell it, for matching: lower case, accents and apostrophes and dots dropped, ♀/♂ as
-    -f/-m, every other run of non-alphanumerics one hyphen. `Mr. Mime`, `MR_MIME` and the sprite slug `mr-mime` all
-    give `mr-mime`; `Nidoran♀` gives `nidoran-f`, `Farfetch'd` `farfetchd`, `Flabébé` `flabebe`."""
-    t = str(text).strip().lower().replace("♀", "-f").replace("♂", "-m")
-    t = "".join(c for c in unicodedata.normalize("NFKD", t) if not unicodedata.combining(c))
-    t = re.sub(r"['’.]", "", t)
-    return re.sub(r"[^a-z0-9]+", "-", t).strip("-")
 
 
 def _species_lookup(species: pd.DataFrame) -> dict[str, int]:
