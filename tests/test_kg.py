@@ -1,0 +1,181 @@
+"""The knowledge graph library (the graph-RAG paper's §3): triples, canonical entities, +KGret bridging with its
+budget-matched control, +KG facts and evidence-conditioned metrics, on hand-written inputs with hand-computed
+answers."""
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from polarcatalog.kg.bridge import budget_matched, kgret, top_by_score
+from polarcatalog.kg.evaluate import deficit, evidence_values
+from polarcatalog.kg.extract import (Extraction, family_triples, parse_extractor_json, sentence_triples,
+                                     species_row_triples)
+from polarcatalog.kg.facts import candidate_facts
+from polarcatalog.kg.graph import KnowledgeGraph, LinkRule
+from polarcatalog.kg.triples import Entities, Triple, entity_id, table
+
+ROWS = [  # @pkmn/dex's layout, abridged
+    {"num": 172, "name": "Pichu", "types": ["Electric"], "abilities": {"0": "Static", "H": "Lightning Rod"},
+     "eggGroups": ["Undiscovered"], "gen": 2},
+    {"num": 25, "name": "Pikachu", "types": ["Electric"], "abilities": {"0": "Static", "H": "Lightning Rod"},
+     "eggGroups": ["Field", "Fairy"], "prevo": "Pichu", "gen": 1},
+    {"num": 26, "name": "Raichu", "types": ["Electric"], "abilities": {"0": "Static"}, "eggGroups": ["Field", "Fairy"],
+     "prevo": "Pikachu", "gen": 1},
+    {"num": 122, "name": "Mr. Mime", "types": ["Psychic", "Fairy"], "abilities": {"0": "Soundproof"},
+     "eggGroups": ["Human-Like"], "prevo": "Mime Jr.", "gen": 1},  # Mime Jr. is not in this catalog: no link invented
+    {"num": 128, "name": "Tauros", "types": ["Normal"], "abilities": {"0": "Intimidate"}, "eggGroups": ["Field"], "gen": 1},
+]
+
+
+def _entities() -> Entities:
+    ents = Entities()
+    for r in ROWS:
+        ents.add(entity_id("species", r["num"]), r["name"], str(r["num"]))
+    return ents
+
+
+def test_entity_ids_are_canonical_whatever_the_spelling():
+    ents = _entities()
+    assert entity_id("type", "Electric") == "type:electric" and entity_id("egg_group", "Human-Like") == "egg_group:human-like"
+    assert entity_id("species", "025") == "species:25"
+    assert ents.resolve("Mr. Mime") == ents.resolve("mr-mime") == ents.resolve("MR_MIME") == "species:122"
+    assert ents.resolve("Mime Jr.") is None and ents.resolve("Mime Jr.", "species") == "species:mime-jr"
+    with pytest.raises(ValueError, match="empty"):
+        entity_id("type", " ")
+
+
+def test_table_rows_give_typed_triples_with_their_row_as_provenance():
+    ents = _entities()
+    triples = species_row_triples(ROWS[1], ents, "pkmn-dex#pikachu")
+    got = {(t.relation, t.tail) for t in triples}
+    assert got == {("has_type", "type:electric"), ("has_typing", "typing:electric"), ("has_ability", "ability:static"),
+                   ("has_ability", "ability:lightning-rod"), ("in_egg_group", "egg_group:field"),
+                   ("in_egg_group", "egg_group:fairy"), ("in_generation", "generation:1"),
+                   ("evolves_from", "species:172")}
+    assert {t.head for t in triples} == {"species:25"} and {t.source for t in triples} == {"pkmn-dex#pikachu"}
+    mime = species_row_triples(ROWS[3], ents, "pkmn-dex#mrmime")
+    assert ("has_typing", "typing:fairy-psychic") in {(t.relation, t.tail) for t in mime}  # a pair, in either order
+    assert not [t for t in mime if t.relation == "evolves_from"]  # the unknown pre-evolution is skipped, not guessed
+
+
+def test_evolution_lines_become_families_rooted_at_their_first_stage():
+    ents = _entities()
+    triples = [t for i, r in enumerate(ROWS) for t in species_row_triples(r, ents, f"dex#{i}")]
+    fam = {(t.head, t.tail) for t in family_triples(triples)}
+    assert fam == {("species:172", "family:172"), ("species:25", "family:172"), ("species:26", "family:172")}
+
+
+def test_sentences_give_evolution_and_type_triples_and_nothing_from_short_or_unknown_names():
+    ents = _entities()
+    ents.add("species:132", "Ditto")
+    ents.add("species:151", "Mew")
+    text = ("Pikachu evolves from Pichu. It evolves into Raichu. Pikachu is an Electric-type Pokémon. "
+            "Eevee evolves into Umbreon. Ditto evolves from Mew. Raichu is a Psychic-type Pokémon.")
+    got = {(t.head, t.relation, t.tail) for t in sentence_triples(text, "species:25", ents, "chunk:7")}
+    assert got == {("species:25", "evolves_from", "species:172"), ("species:26", "evolves_from", "species:25"),
+                   ("species:25", "has_type", "type:electric"), ("species:25", "has_typing", "typing:electric")}
+    # Eevee / Umbreon: unknown; Mew: under five characters (the paper's rule); Raichu's type: not this article's subject
+
+
+def test_malformed_extractor_output_is_counted_and_the_rest_kept():
+    ents = _entities()
+    out = Extraction()
+    parse_extractor_json("Sure! Here are the facts:\n[{\"subject\": \"Pikachu\", \"relation\": \"evolves from\", "
+                         "\"object\": \"Pichu\"}, {\"subject\": \"Pikachu\"}, \"text\", "
+                         "{\"head\": \"Raichu\", \"relation\": \"has type\", \"tail\": \"Ice\"}]", "chunk:1", ents, out)
+    parse_extractor_json("I cannot help with that.", "chunk:2", ents, out)
+    parse_extractor_json("[{\"subject\": \"Pikachu\", ", "chunk:3", ents, out)
+    assert [(t.head, t.relation, t.tail, t.source) for t in out.triples] == [
+        ("species:25", "evolves_from", "species:172", "chunk:1")]
+    assert out.problems == ["chunk:1[1]: needs string subject, relation and object", "chunk:1[2]: not an object",
+                            "chunk:1[3]: entity shorter than 5 characters", "chunk:2: no JSON array",
+                            "chunk:3: no JSON array"]
+
+
+def test_the_graph_counts_entities_relations_components_and_families(tmp_path):
+    ents = _entities()
+    triples = [t for i, r in enumerate(ROWS) for t in species_row_triples(r, ents, f"dex#{i}")]
+    kg = KnowledgeGraph(table(triples + family_triples(triples)))
+    stats = kg.stats()
+    assert stats["entities per kind"]["species"] == 5 and stats["entities per kind"]["family"] == 1
+    assert stats["triples per relation"]["evolves_from"] == 2 and stats["mean species per family"] == 3.0
+    assert stats["components"] == 1  # generation 1 joins Mr. Mime and Tauros to the Pikachu line
+    alone = KnowledgeGraph(table([t for t in triples if t.relation != "in_generation"])).stats()
+    assert alone["components"] == 2  # without it, Mr. Mime shares nothing; Tauros still shares the Field egg group
+    kg.write_graphml(tmp_path / "kg.graphml")
+    back = nx.read_graphml(tmp_path / "kg.graphml")
+    assert back.number_of_nodes() == stats["entities"] and back.number_of_edges() == stats["triples"]
+
+
+# A hand-built catalog of six species (index: name): 0 A and 1 B share a family; 2 C and 3 D share a typing and an
+# ability; 4 E shares C's typing but no ability; 5 F shares nothing.
+HAND = [Triple("species:a", "in_family", "family:x", "t#0"), Triple("species:b", "in_family", "family:x", "t#1"),
+        Triple("species:c", "has_typing", "typing:fire", "t#2"), Triple("species:c", "has_ability", "ability:blaze", "t#2"),
+        Triple("species:d", "has_typing", "typing:fire", "t#3"), Triple("species:d", "has_ability", "ability:blaze", "t#3"),
+        Triple("species:e", "has_typing", "typing:fire", "t#4"), Triple("species:e", "has_ability", "ability:flash", "t#4"),
+        Triple("species:f", "has_typing", "typing:ice", "t#5")]
+SPECIES = ["species:a", "species:b", "species:c", "species:d", "species:e", "species:f"]
+RULES = [LinkRule(("family",)), LinkRule(("typing", "ability"))]
+
+
+def _links():
+    return KnowledgeGraph(table(HAND)).links(SPECIES, RULES)
+
+
+def test_link_rules_need_every_kind_they_name():
+    links = _links().toarray()
+    assert links.tolist() == [[0, 1, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0], [0, 0, 0, 1, 0, 0], [0, 0, 1, 0, 0, 0],
+                              [0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]]
+
+
+def test_kgret_adds_exactly_the_linked_species_the_base_missed_within_the_budget():
+    #                    A    B    C    D    E    F
+    scores = np.array([[0.9, 0.1, 0.8, 0.3, 0.7, 0.6],   # top-2 A, C: bridges B (via A) and D (via C); D scores higher
+                       [0.1, 0.9, 0.2, 0.3, 0.8, 0.7],   # top-2 B, E: bridges A only (E links nothing)
+                       [0.5, 0.4, 0.9, 0.8, 0.1, 0.2]])  # top-2 C, D: they link each other, nothing new; A, B not linked
+    one = kgret(scores, 2, _links(), budget=1)
+    assert one.candidates.tolist() == [[0, 2, 3], [1, 4, 0], [2, 3, -1]]
+    assert one.via.tolist() == [[2], [1], [-1]] and one.added.tolist() == [1, 1, 0]
+    four = kgret(scores, 2, _links(), budget=4)
+    assert four.candidates.tolist() == [[0, 2, 3, 1, -1, -1], [1, 4, 0, -1, -1, -1], [2, 3, -1, -1, -1, -1]]
+    assert four.via.tolist() == [[2, 0, -1, -1], [1, -1, -1, -1], [-1, -1, -1, -1]]
+    for row in four.candidates:  # never a duplicate, never a top-k species again
+        kept = row[row >= 0]
+        assert len(set(kept.tolist())) == len(kept)
+    assert kgret(scores, 2, _links(), budget=0).candidates.tolist() == top_by_score(scores, 2).tolist()
+    # the control passes the same number of candidates, by score alone
+    assert budget_matched(scores, 2, 1).tolist() == [[0, 2, 4], [1, 4, 5], [2, 3, 0]]
+
+
+def test_two_hops_reach_through_a_bridged_species():
+    triples = HAND + [Triple("species:d", "in_family", "family:y", "t#6"), Triple("species:f", "in_family", "family:y", "t#7")]
+    links = KnowledgeGraph(table(triples)).links(SPECIES, RULES)
+    scores = np.array([[0.9, 0.1, 0.8, 0.3, 0.7, 0.6]])
+    assert kgret(scores, 2, links, budget=4, hops=1).candidates.tolist() == [[0, 2, 3, 1, -1, -1]]
+    two = kgret(scores, 2, links, budget=4, hops=2)  # F: linked to D (family y), D to C
+    assert two.candidates.tolist() == [[0, 2, 5, 3, 1, -1]] and two.via.tolist() == [[-1, 2, 0, -1]]
+
+
+def test_completeness_mrr_and_conditioned_accuracy_match_hand_computed_values():
+    answer = np.array([[0.1, 0.9, 0.5, 0.2, 0.0, 0.0],   # final {0, 1, 2}: order 1, 2, 0
+                       [0.3, 0.3, 0.6, 0.0, 0.0, 0.0],   # final {0, 1, 2}: order 2, then 0 and 1 tied
+                       [0.5, 0.4, 0.3, 0.2, 0.1, 0.0]])  # final {0, 1, -1}
+    final = np.array([[0, 1, 2], [0, 1, 2], [0, 1, -1]])
+    gold = np.array([1, 0, 5])  # first: rank 1; second: tied with 1 at ranks 2-3, pessimistic 3; third: absent
+    v = evidence_values(final, answer, gold)
+    assert v["completeness"].tolist() == [1, 1, 0]
+    np.testing.assert_allclose(v["MRR"], [1, 1 / 3, 0])
+    assert v["accuracy"].tolist() == [1, 0, 0]
+    assert np.nanmean(v["accuracy (complete)"]) == 0.5 and np.isnan(v["accuracy (complete)"][2])
+    assert np.nanmean(v["accuracy (incomplete)"]) == 0.0 and np.isnan(v["accuracy (incomplete)"][:2]).all()
+    assert deficit(final[:, :2], gold).tolist() == [False, False, True]
+
+
+def test_facts_are_about_candidates_only_at_most_eight_in_a_fixed_order():
+    ents = _entities()
+    triples = table([t for i, r in enumerate(ROWS) for t in species_row_triples(r, ents, f"dex#{i}")])
+    names = {"species:25": "Pikachu", "species:26": "Raichu", "species:172": "Pichu"}
+    facts = candidate_facts(triples, ["species:26", "species:25"], names)
+    assert len(facts) == 8 and facts[0] == "Raichu — evolves from — Pikachu"
+    assert all(f.startswith(("Raichu", "Pikachu")) for f in facts)  # nothing about Pichu or Tauros
+    assert candidate_facts(triples, ["species:26", "species:25"], names) == facts
