@@ -10,7 +10,7 @@ from polarcatalog.kg.bridge import budget_matched, kgret, top_by_score
 from polarcatalog.kg.evaluate import deficit, evidence_values
 from polarcatalog.kg.extract import (Extraction, family_triples, parse_extractor_json, sentence_triples,
                                      species_row_triples)
-from polarcatalog.kg.facts import candidate_facts
+from polarcatalog.kg.facts import candidate_facts, facts_by_species
 from polarcatalog.kg.graph import KnowledgeGraph, LinkRule
 from polarcatalog.kg.triples import Entities, Triple, entity_id, table
 
@@ -175,7 +175,9 @@ def test_facts_are_about_candidates_only_at_most_eight_in_a_fixed_order():
     ents = _entities()
     triples = table([t for i, r in enumerate(ROWS) for t in species_row_triples(r, ents, f"dex#{i}")])
     names = {"species:25": "Pikachu", "species:26": "Raichu", "species:172": "Pichu"}
-    facts = candidate_facts(triples, ["species:26", "species:25"], names)
+    by_species = facts_by_species(triples, names)
+    facts = candidate_facts(by_species, ["species:26", "species:25"])
     assert len(facts) == 8 and facts[0] == "Raichu — evolves from — Pikachu"
     assert all(f.startswith(("Raichu", "Pikachu")) for f in facts)  # nothing about Pichu or Tauros
-    assert candidate_facts(triples, ["species:26", "species:25"], names) == facts
+    assert facts[:len(by_species["species:26"])] == by_species["species:26"]  # the first candidate's facts first
+    assert candidate_facts(by_species, ["species:26", "species:25"]) == facts

@@ -52,3 +52,13 @@ def graph(d: dict[str, Any]) -> dict[str, Any]:
     return {**{k.replace("_", " "): round(float(e[k]), 4) for k in ("has_precision", "has_recall", "not_has_precision",
                                                                     "not_has_recall")},
             "proposal recall": round(float(d["proposal_recall"]), 4)}
+
+
+def kg(d: dict[str, Any]) -> dict[str, Any]:
+    """Completeness at the configured B (all test queries), and +KGret minus the budget-matched control where it
+    matters, the evidence-deficit stratum, with its CI."""
+    t = d["test"]
+    gain = d["kgret_minus_budget_matched_completeness"].get("evidence deficit")
+    out = {"kg entities": d["graph"]["entities"],
+           **{f"test completeness ({s})": _value(t[f"all queries/{s}/completeness"]) for s in ("baseline", "budget-matched", "+KGret")}}
+    return out | (_with_ci("test +KGret - matched completeness (deficit)", gain) if gain else {})

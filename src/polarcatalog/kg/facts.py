@@ -4,17 +4,23 @@ deterministic order, serialised as the reader's context. With no reader model, t
 
 from __future__ import annotations
 
+from itertools import chain, islice
+
 import pandas as pd
 
 MAX_FACTS = 8
 
 
-def candidate_facts(triples: pd.DataFrame, candidates: list[str], names: dict[str, str], limit: int = MAX_FACTS) -> list[str]:
-    """Facts whose head is a candidate species, candidates in the given (retrieval) order, relations then tails
-    sorted within one species, at most `limit`: `Pikachu — has type — electric`."""
-    rows = triples[triples["head"].isin(candidates)]
-    rank = {c: i for i, c in enumerate(candidates)}
-    rows = rows.assign(_rank=rows["head"].map(rank)).sort_values(["_rank", "relation", "tail"], kind="stable")
-    rows = rows.drop_duplicates(["head", "relation", "tail"]).head(limit)
+def facts_by_species(triples: pd.DataFrame, names: dict[str, str]) -> dict[str, list[str]]:
+    """Each head's facts, relations then tails sorted: `Pikachu — has type — electric`. Computed once per stage."""
     label = lambda e: names.get(e, e.partition(":")[2].replace("-", " "))  # noqa: E731
-    return [f"{label(h)} — {r.replace('_', ' ')} — {label(t)}" for h, r, t in rows[["head", "relation", "tail"]].itertuples(index=False)]
+    rows = triples.drop_duplicates(["head", "relation", "tail"]).sort_values(["head", "relation", "tail"], kind="stable")
+    out: dict[str, list[str]] = {}
+    for h, r, t in rows[["head", "relation", "tail"]].itertuples(index=False):
+        out.setdefault(h, []).append(f"{label(h)} — {r.replace('_', ' ')} — {label(t)}")
+    return out
+
+
+def candidate_facts(facts: dict[str, list[str]], candidates: list[str], limit: int = MAX_FACTS) -> list[str]:
+    """The facts of the candidates, in the candidates' (retrieval) order, at most `limit`."""
+    return list(islice(chain.from_iterable(facts.get(c, []) for c in candidates), limit))

@@ -1,0 +1,79 @@
+"""The kg stage's orchestration: the embedded catalog's triples (fetched species table + article sentences), the
+species-level scores the bridging experiment needs, and the per-query audit trail (bridged species, their links,
+the +KG facts)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from polarcatalog.config import Params
+from polarcatalog.features.workspace import Workspace
+from polarcatalog.app.workflows import catalog_for, hubness_k, retriever
+from polarcatalog.kg.extract import family_triples, sentence_triples, species_row_triples
+from polarcatalog.kg.facts import candidate_facts, facts_by_species
+from polarcatalog.kg.graph import LinkRule
+from polarcatalog.kg.triples import Entities, entity_id, table
+from polarcatalog.retrieval.vrrag import prepare_queries, query_encoders
+
+
+def catalog_entities(species: pd.DataFrame) -> Entities:
+    ents = Entities()
+    for sid, name in zip(species["species_id"], species["name"]):
+        ents.add(entity_id("species", int(sid)), name, str(int(sid)))
+    return ents
+
+
+def pokemon_triples(dex_json: Path, species: pd.DataFrame, package: str) -> pd.DataFrame:
+    """Triples for the catalog's species only: their rows of the fetched table (source `<package>#<num>`), their
+    evolution families, and the rule-based sentences of their curated articles (source `article:<id>`)."""
+    ents = catalog_entities(species)
+    ids = set(int(s) for s in species["species_id"])
+    rows = [r for r in json.loads(dex_json.read_text()) if int(r["num"]) in ids]
+    triples = [t for r in rows for t in species_row_triples(r, ents, f"{package}#{r['num']}")]
+    for sid, text in zip(species["species_id"], species["article"]):
+        triples += sentence_triples(text, entity_id("species", int(sid)), ents, f"article:{int(sid)}")
+    return table(triples + family_triples(triples))
+
+
+def link_rules(specs: list[str]) -> list[LinkRule]:
+    return [LinkRule(tuple(spec.split("+"))) for spec in specs]
+
+
+def species_scores(ws: Workspace, params: Params) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(base [Q, S], answer [Q, S], catalog species ids [S]): every catalog species' first-stage score s_m (the base
+    retriever) and fused re-rank score (the answerer), searched to the full depth so that a bridged species is always
+    scored."""
+    rp = params.retrieval
+    catalog = catalog_for(ws, rp)
+    vr = retriever(catalog, rp)
+    vr.r = len(vr.m)  # every chunk: every species gets its best chunk's s_m
+    q = prepare_queries({n: ws.query_f[n] for n in query_encoders(rp.ensemble, rp.reranker)}, catalog, rp.center,
+                        rp.min_center_batch, rp.query_centre)
+    cands = vr.candidates(q, hubness_k=hubness_k(rp, len(ws.queries)))
+    n_q, n_s = cands.species_idx.shape[0], len(catalog.species_ids)
+    rows = np.broadcast_to(np.arange(n_q)[:, None], cands.species_idx.shape)
+    ok = cands.species_idx >= 0
+    base = np.full((n_q, n_s), -np.inf)
+    answer = np.full((n_q, n_s), -np.inf)
+    base[rows[ok], cands.species_idx[ok]] = cands.s_m[ok]
+    fused = rp.lam * cands.s_m + (1 - rp.lam) * cands.s_i if rp.reranker else cands.s_m
+    answer[rows[ok], cands.species_idx[ok]] = fused[ok]
+    return base, answer, np.asarray(catalog.species_ids)
+
+
+def audit(ws: Workspace, ids: np.ndarray, candidates: np.ndarray, via: np.ndarray, k: int, triples: pd.DataFrame
+          ) -> pd.DataFrame:
+    """Per query: the base top-k, the bridged species and which top-k species linked each, and the +KG facts."""
+    names = {entity_id("species", int(s)): n for s, n in zip(ws.species["species_id"], ws.species["name"])}
+    as_ids = np.where(candidates >= 0, ids[np.maximum(candidates, 0)], -1)
+    via_ids = np.where(via >= 0, ids[np.maximum(via, 0)], -1)
+    by_species = facts_by_species(triples, names)
+    facts = [candidate_facts(by_species, [entity_id("species", int(s)) for s in row[:k] if s >= 0])
+             for row in as_ids]  # at most eight per query: the audit trail of +KG
+    return pd.DataFrame({"query_id": ws.queries["query_id"], "gold": ws.queries["species_id"],
+                         "top_k": [r[:k].tolist() for r in as_ids], "bridged": [r[k:][r[k:] >= 0].tolist() for r in as_ids],
+                         "bridged_via": [r[r >= 0].tolist() for r in via_ids], "kg_facts": facts})
