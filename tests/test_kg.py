@@ -181,3 +181,23 @@ def test_facts_are_about_candidates_only_at_most_eight_in_a_fixed_order():
     assert all(f.startswith(("Raichu", "Pikachu")) for f in facts)  # nothing about Pichu or Tauros
     assert facts[:len(by_species["species:26"])] == by_species["species:26"]  # the first candidate's facts first
     assert candidate_facts(by_species, ["species:26", "species:25"]) == facts
+
+
+def test_the_avilist_taxonomy_is_a_graph_of_orders_families_genera_and_species():
+    """The bird catalog's taxonomy (AviList 2025 through `birdnames`): every count asserted, names resolved both ways,
+    and the bird link rules (same genus; same family, two hops up)."""
+    from polarcatalog.kg.taxonomy import read_avilist, taxonomy_triples
+
+    rows = read_avilist()
+    triples, ents = taxonomy_triples(rows)
+    kg = KnowledgeGraph(table(triples))
+    stats = kg.stats()
+    assert stats["entities per kind"] == {"family": 252, "genus": 2376, "order": 46, "species": 11131}
+    assert stats["triples per relation"] == {"in_family": 2376, "in_genus": 11131, "in_order": 252}
+    assert stats["components"] == 46  # one tree per order
+    assert ents.resolve("House Sparrow") == ents.resolve("Passer domesticus") == "species:passer-domesticus"
+    birds = ["species:passer-domesticus", "species:passer-montanus", "species:petronia-petronia", "species:turdus-merula"]
+    genus = KnowledgeGraph(table(triples)).links(birds, [LinkRule(("genus",))]).toarray()
+    family = kg.links(birds, [LinkRule(("family",))]).toarray()
+    assert genus[0].tolist() == [0, 1, 0, 0] and family[0].tolist() == [0, 1, 1, 0]  # Petronia: Passeridae, not Passer
+    assert family[3].sum() == 0  # the blackbird is a thrush
