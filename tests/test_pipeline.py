@@ -120,6 +120,24 @@ def test_curation_report(repo):
         assert (root / f"reports/figures/{fig}.png").stat().st_size > 1000
 
 
+def test_the_kg_stage_builds_the_catalogs_graph_and_reports_kgret_against_its_control(repo):
+    root, _ = repo
+    triples = pd.read_parquet(root / "data/processed/kg/triples.parquet")
+    species = {h for h in triples["head"] if h.startswith("species:")}
+    assert species == {f"species:{i}" for i in range(1, N_SPECIES + 1)}  # the catalog's species only
+    evolves = set(zip(triples.loc[triples["relation"] == "evolves_from", "head"], triples.loc[triples["relation"] == "evolves_from", "tail"]))
+    assert {("species:2", "species:1"), ("species:3", "species:2")} <= evolves  # Ivysaur from Bulbasaur, Venusaur from Ivysaur
+    assert set(triples.loc[triples["head"] == "species:1", "source"]) >= {"@pkmn/dex@0.10.11#1", "article:1"}
+    kg = json.loads((root / "reports/kg.json").read_text())
+    for system in ("baseline", "budget-matched", "+KG", "+KGret"):
+        assert f"all queries/{system}/completeness" in kg["test"] and f"all queries/{system}/Recall@5" in kg["test"]
+    assert kg["test"]["all queries/+KG/completeness"] == kg["test"]["all queries/baseline/completeness"]  # no reader
+    audit = pd.read_parquet(root / "data/processed/audit/kg_queries.parquet")
+    assert len(audit) == 2 * N_SPECIES and audit["kg_facts"].map(len).between(1, 8).all()
+    assert all(set(b).isdisjoint(t) and len(b) <= kg["bridge"] for b, t in zip(audit["bridged"], audit["top_k"]))
+    assert "budget-matched" in (root / "reports/kg.md").read_text()
+
+
 def _stage_runs(env):
     mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])
     runs = mlflow.search_runs(experiment_names=["polarcatalog"], output_format="list")
@@ -130,8 +148,9 @@ def test_one_mlflow_run_per_stage_with_notebook_and_figures(repo):
     root, env = repo
     parents, children = _stage_runs(env)
     runs = {r.info.run_name: r for r in parents}
-    assert sorted(r.info.run_name for r in parents) == sorted(["fetch", "curate", "embed", "retrieve", "graph", "ablate@lam",
-                                                               "ablate@top_k", "ablate_polar@constraint", "ablate_polar@coverage", "report"])
+    assert sorted(r.info.run_name for r in parents) == sorted(["fetch", "curate", "embed", "retrieve", "graph", "kg",
+                                                               "ablate@lam", "ablate@top_k", "ablate_polar@constraint",
+                                                               "ablate_polar@coverage", "report"])
     assert all(r.info.status == "FINISHED" for r in parents + children)
     # one child run per ablation value, under its axis
     lam_children = [c for c in children if c.data.tags["mlflow.parentRunId"] == runs["ablate@lam"].info.run_id]
@@ -192,7 +211,7 @@ def test_retrieval_table_and_ablation_outputs(repo):
         assert records and all(r["split"] == "test" for _, r in records), name
         defined = [r for _, r in records if r["value"] == r["value"]]  # NaN: no test query of that kind at 12 species
         assert defined and all(r["ci_low"] - 1e-9 <= r["value"] <= r["ci_high"] + 1e-9 for r in defined), name
-    for fig in ("ablate_lam", "ablate_top_k", "retrieval_table"):
+    for fig in ("ablate_lam", "ablate_top_k", "retrieval_table", "kg_bridge"):
         assert (root / f"reports/figures/{fig}.png").stat().st_size > 1000
 
 
@@ -203,7 +222,7 @@ def test_each_stage_declares_a_few_flat_headline_numbers(repo):
     declared = [next(iter(m)) for s in stages.values() for m in s.get("do", s).get("metrics", [])]
     assert all(path.startswith("reports/metrics/") for path in declared) and len(declared) == len(stages) - 2  # not check, report
     files = {f.stem: json.loads(f.read_text()) for f in (root / "reports/metrics").glob("*.json")}
-    assert set(files) == {"fetch", "curation", "embed", "retrieval", "graph", "ablate_lam", "ablate_top_k",
+    assert set(files) == {"fetch", "curation", "embed", "retrieval", "graph", "kg", "ablate_lam", "ablate_top_k",
                           "ablate_constraint", "ablate_coverage"}
     for name, values in files.items():
         assert 1 <= len(values) <= 8 and all(isinstance(v, (int, float)) for v in values.values()), (name, values)

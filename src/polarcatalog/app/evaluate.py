@@ -139,8 +139,8 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     missing = [n for n in needed if n not in ws.anchor_f]
     if missing:
         raise ValueError(f"the catalog has no features for {missing}; add them to encoders.image and run `dvc repro embed`")
-    found = read_query_folder(folder, ws.species, labels)
-    q = found.rows
+    listing = read_query_folder(folder, ws.species, labels)
+    q = listing.rows
     memory = _memory_for(ws, params, root, where) if where else None
     quarantine = Quarantine(out / "quarantine")
     cache = root / "data/cache/features"
@@ -213,10 +213,10 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     out.mkdir(parents=True, exist_ok=True)
     pred.to_csv(out / "predictions.csv", index=False)
     metrics = metrics or _unlabelled(q, scale, stats)
-    metrics["folder"] = found.report() | {"quarantined": quarantine.rows}
+    metrics["folder"] = listing.report() | {"quarantined": quarantine.rows}
     metrics["query_centring"] = centring
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
-    return EvaluateResult(pred, metrics, quarantine.rows, constraint, scale, found)
+    return EvaluateResult(pred, metrics, quarantine.rows, constraint, scale, listing)
 
 
 def _centring(rp: Any, n_queries: int) -> dict[str, Any]:
