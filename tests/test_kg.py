@@ -162,8 +162,8 @@ def test_completeness_mrr_and_conditioned_accuracy_match_hand_computed_values():
                        [0.5, 0.4, 0.3, 0.2, 0.1, 0.0]])  # final {0, 1, -1}
     final = np.array([[0, 1, 2], [0, 1, 2], [0, 1, -1]])
     gold = np.array([1, 0, 5])  # first: rank 1; second: tied with 1 at ranks 2-3, pessimistic 3; third: absent
-    v = evidence_values(final, answer, gold)
-    assert v["completeness"].tolist() == [1, 1, 0]
+    v = evidence_values(final, answer, gold, 2)
+    assert v["completeness"].tolist() == [1, 1, 0] and v["Recall@2"].tolist() == [1, 0, 0]  # the second: rank 3 > 2
     np.testing.assert_allclose(v["MRR"], [1, 1 / 3, 0])
     assert v["accuracy"].tolist() == [1, 0, 0]
     assert np.nanmean(v["accuracy (complete)"]) == 0.5 and np.isnan(v["accuracy (complete)"][2])

@@ -15,7 +15,7 @@ import numpy as np
 
 from polarcatalog.eval.metrics import gold_ranks
 
-METRICS = ("completeness", "MRR", "accuracy", "accuracy (complete)", "accuracy (incomplete)")
+METRICS = ("completeness", "Recall@k", "MRR", "accuracy", "accuracy (complete)", "accuracy (incomplete)")
 
 
 def answer_order(final: np.ndarray, answer_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -25,14 +25,17 @@ def answer_order(final: np.ndarray, answer_scores: np.ndarray) -> tuple[np.ndarr
     return np.take_along_axis(final, order, 1), np.take_along_axis(s, order, 1)
 
 
-def evidence_values(final: np.ndarray, answer_scores: np.ndarray, gold: np.ndarray) -> dict[str, np.ndarray]:
-    """Per query, `METRICS`: `final` [n, m] catalog indices (-1 padding), `answer_scores` [n, S] the answerer's score of
-    every species, `gold` [n] catalog index (-1: not in the catalog, never complete). Ties are pessimistic."""
+def evidence_values(final: np.ndarray, answer_scores: np.ndarray, gold: np.ndarray, k: int) -> dict[str, np.ndarray]:
+    """Per query, `METRICS` (Recall@k named with its k): `final` [n, m] catalog indices (-1 padding), `answer_scores`
+    [n, S] the answerer's score of every species, `gold` [n] catalog index (-1: not in the catalog, never complete).
+    Recall@k: the gold among the answerer's first k of the set (the paper's Recall@k over what the reader is shown
+    first). Ties are pessimistic."""
     ranked, keys = answer_order(final, answer_scores)
     ranks = gold_ranks(ranked, gold, keys)
     complete = np.isfinite(ranks)
     correct = (ranks == 1).astype(np.float64)
-    return {"completeness": complete.astype(np.float64), "MRR": np.where(complete, 1.0 / ranks, 0.0),
+    return {"completeness": complete.astype(np.float64), f"Recall@{k}": (ranks <= k).astype(np.float64),
+            "MRR": np.where(complete, 1.0 / ranks, 0.0),
             "accuracy": correct, "accuracy (complete)": np.where(complete, correct, np.nan),
             "accuracy (incomplete)": np.where(complete, np.nan, correct)}
 

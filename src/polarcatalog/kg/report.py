@@ -14,7 +14,7 @@ import seaborn as sns
 
 from polarcatalog.kg.sweep import SETS, SYSTEMS
 
-SHOWN = ("completeness", "MRR", "accuracy", "accuracy (complete)", "accuracy (incomplete)", "species added")
+SHOWN = ("completeness", "Recall@", "MRR", "accuracy", "accuracy (complete)", "accuracy (incomplete)", "species added")
 
 
 def table(rows: pd.DataFrame, budget: int) -> pd.DataFrame:
@@ -26,7 +26,8 @@ def table(rows: pd.DataFrame, budget: int) -> pd.DataFrame:
     d = d.assign(cell=[cell(r) for r in d.itertuples()])
     wide = d.pivot_table(index=["set", "system"], columns="metric", values="cell", aggfunc="first", sort=False)
     n = d.groupby(["set", "system"], sort=False)["n"].first()
-    wide = wide.assign(queries=n)[["queries", *[m for m in SHOWN if m in wide.columns]]]
+    shown = [c for m in SHOWN for c in wide.columns if c == m or (m.endswith("@") and c.startswith(m))]
+    wide = wide.assign(queries=n)[["queries", *shown]]
     order = [(s, y) for s in SETS for y in SYSTEMS if (s, y) in wide.index]
     return wide.loc[order].reset_index()
 
@@ -74,7 +75,8 @@ def markdown(stats: dict[str, Any], rows: pd.DataFrame, gains: dict[str, dict[st
         "construction (the facts are in the audit trail). The answerer picks from the set, so accuracy on the "
         "incomplete stratum is 0 by construction, and the strata are defined by the baseline's own completeness (0 % in "
         "the deficit, 100 % without), so within a stratum only the change from the baseline says anything. "
-        "Completeness = the gold species is in the set (with one gold item, also Recall@|set|); MRR of the gold in the answerer's order. Test species only, 95 % CIs (paired species "
+        "Completeness = the gold species is in the set (with one gold item, also Recall@|set|); Recall@k = the gold among "
+        "the answerer's first k of the set; MRR of the gold in the answerer's order. Test species only, 95 % CIs (paired species "
         f"bootstrap); chance accuracy {100 / n_species:.2f} %.\n\n"
         "**Does the graph recover evidence a longer list would not?** +KGret minus budget-matched, completeness:\n\n"
         f"{gain_lines}\n\n"

@@ -42,7 +42,7 @@ def bridge_rows(base: np.ndarray, answer: np.ndarray, gold: np.ndarray, links: s
         lists[b] = bridged.candidates
         systems = {"baseline": top, "budget-matched": budget_matched(base, k, b), "+KG": top, "+KGret": bridged.candidates}
         for name, final in systems.items():
-            values = evidence_values(final, answer, gold)
+            values = evidence_values(final, answer, gold, k)
             values["species added"] = np.where(bridged.candidates[:, k:] >= 0, 1.0, 0.0).sum(1) if name == "+KGret" else \
                 np.zeros(len(gold)) if name != "budget-matched" else np.full(len(gold), float(b))
             for set_name, idx in strata.items():
@@ -58,8 +58,8 @@ def paired_gain(base: np.ndarray, answer: np.ndarray, gold: np.ndarray, links: s
     whether the graph recovers evidence a longer list would not. Reported whichever way it goes."""
     top = top_by_score(base, k)
     short = deficit(top, gold)
-    ours = evidence_values(kgret(base, k, links, budget, hops).candidates, answer, gold)[metric]
-    ctrl = evidence_values(budget_matched(base, k, budget), answer, gold)[metric]
+    ours = evidence_values(kgret(base, k, links, budget, hops).candidates, answer, gold, k)[metric]
+    ctrl = evidence_values(budget_matched(base, k, budget), answer, gold, k)[metric]
     out = {}
     for set_name, mask in (("all queries", np.ones(len(gold), bool)), ("evidence deficit", short), ("no deficit", ~short)):
         idx = np.flatnonzero(mask)
