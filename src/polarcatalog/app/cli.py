@@ -51,6 +51,9 @@ def evaluate(
                                         "electric type': candidates re-ordered by the polarized memory (needs the graph stage)"),
     strength: Optional[str] = typer.Option(None, help="constraint strength for --where: none | soft:<p> | adaptive | hard "
                                            "(overrides graph.constraint)"),
+    kgret: Optional[int] = typer.Option(None, "--kgret", min=0, max=50, help="B: the kg stage's experiment on this folder, "
+                                        "the first-stage top-k plus up to B species bridged by the knowledge graph "
+                                        "(needs `dvc repro kg`), with the budget-matched top-(k+B) beside it"),
     anchor_scale: str = typer.Option("auto", "--anchor-scale", help="scale the catalog anchors are seen at: auto (this "
                                      "folder's median subject size, measured without labels; anchors re-encoded once, then "
                                      "cached) | catalog (the embed stage's) | a size in px"),
@@ -70,7 +73,7 @@ def evaluate(
     out = out or root / "reports" / "evaluate" / queries.resolve().name
     try:
         scale = int(anchor_scale) if anchor_scale.isdigit() else anchor_scale
-        result = evaluate_folder(p, root, queries, labels, out, where, scale)
+        result = evaluate_folder(p, root, queries, labels, out, where, scale, kgret)
     except (FileNotFoundError, ValueError, CacheError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from polarcatalog.app import knowledge
 from polarcatalog.app.workflows import catalog_for, domain_for, hubness_k, memory_proposer, query_view, retriever
 from polarcatalog.config import Params
 from polarcatalog.data.images import Quarantine
@@ -23,6 +24,9 @@ from polarcatalog.encoders.preprocess import Preprocess
 from polarcatalog.features.embed import AnchorScale, choose_anchor_scale, encode_anchor_views
 from polarcatalog.features.encode import encode_image_views
 from polarcatalog.features.workspace import Workspace, average_flips, load_workspace
+from polarcatalog.kg import bridge
+from polarcatalog.kg.evaluate import answer_order
+from polarcatalog.kg.triples import read_triples
 from polarcatalog.memory.constraints import conflict_at_k, reorder, sort_keys
 from polarcatalog.memory.memories import Memory
 from polarcatalog.memory.memories import states as memory_states
@@ -70,6 +74,13 @@ class EvaluateResult:
             lines.append(f"{len(self.quarantined)} image(s) quarantined (unreadable or blank; copies in the output's "
                          "quarantine/): " + "; ".join(f"{q['path']}: {q['reason']}" for q in self.quarantined))
         lines += self.folder.notes() if self.folder else []
+        kg = (self.metrics or {}).get("kgret")
+        if kg:
+            matched = next(k for k in kg if k.startswith("budget-matched"))
+            lines.append(f"+KGret (B = {kg['B']}): {kg['species added per query']:.2f} species added per query by the "
+                         "knowledge graph; evidence set = first-stage top-k + bridged, ordered by the re-ranker"
+                         + (f"; completeness {kg['completeness (labelled)']:.3f} vs {matched.removesuffix(' (labelled)')} "
+                            f"{kg[matched]:.3f} over {kg['labelled']} labelled queries" if kg["labelled"] else ""))
         if self.constraint and self.metrics:
             c = self.metrics["constraint"]
             conflict = next(key for key in c if key.startswith("Conflict@"))
@@ -129,10 +140,12 @@ def _constrain(memory: _Memory, params: Params, species: np.ndarray, s: np.ndarr
 
 
 def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | None, out: Path,
-                    where: str | None = None, anchor_scale: str | int = "auto") -> EvaluateResult:
+                    where: str | None = None, anchor_scale: str | int = "auto", kgret: int | None = None) -> EvaluateResult:
     """`where`: a constraint in words (needs the graph stage's output), applied under graph.constraint.
     `anchor_scale`: auto (the folder's own subject size, measured label-free over the folder: transductive) | catalog
-    (the embed stage's anchors) | pixels. Anchors at a new scale are encoded once into the feature cache."""
+    (the embed stage's anchors) | pixels. Anchors at a new scale are encoded once into the feature cache.
+    `kgret`: B, the kg stage's experiment on this folder: the first-stage top-k plus up to B species bridged by the
+    knowledge graph, ordered by the re-ranker (the kg stage's answerer), with the budget-matched top-(k+B) beside it."""
     ws = load_workspace(root / "data/features", root / "data/processed")
     rp = params.retrieval
     needed = query_encoders(rp.ensemble, rp.reranker)
@@ -142,6 +155,7 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     listing = read_query_folder(folder, ws.species, labels)
     q = listing.rows
     memory = _memory_for(ws, params, root, where) if where else None
+    triples = _kg_for(root, kgret, where)  # both checked before any image is encoded
     quarantine = Quarantine(out / "quarantine")
     cache = root / "data/cache/features"
     e = params.encoders
@@ -168,8 +182,12 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     vr = retriever(catalog, rp)
     prepared = prepare_queries(feats, catalog, rp.center, rp.min_center_batch, rp.query_centre)
     centring = _centring(rp, len(q))
-    ranking = vr.rank(vr.candidates(prepared, hubness_k=hubness_k(rp, len(q))), rp.lam, max(rp.r, 10))
-    species, s = ranking.species_ids, ranking.s
+    bridged = None
+    if triples is None:
+        ranking = vr.rank(vr.candidates(prepared, hubness_k=hubness_k(rp, len(q))), rp.lam, max(rp.r, 10))
+        species, s = ranking.species_ids, ranking.s
+    else:
+        species, s, bridged = _kgret(vr, prepared, triples, params, kgret, len(q))
     states, constraint, keys = np.zeros(species.shape, np.int8), None, (s,)
     if memory is not None:
         species, s, states, keys = _constrain(memory, params, species, s)
@@ -210,13 +228,63 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
         metrics["constraint"] = {"text": constraint.text, "has": constraint.q_pos, "not_has": constraint.q_neg,
                                  "strength": constraint.strength, f"Conflict@{k} (memory)": conflict if len(q) else None,
                                  "gold contradicted by the memory": int((gold_state == -1).sum())}
+    if bridged is not None:  # which of the listed species the knowledge graph added (the rest: the first-stage top-k)
+        pred["bridged_names"] = [[names.get(x, "?") for x in row] for row in bridged.added_ids]
     out.mkdir(parents=True, exist_ok=True)
     pred.to_csv(out / "predictions.csv", index=False)
     metrics = metrics or _unlabelled(q, scale, stats)
     metrics["folder"] = listing.report() | {"quarantined": quarantine.rows}
+    if bridged is not None:
+        metrics["kgret"] = bridged.summary(q["species_id"].fillna(-1).astype(int).to_numpy())
     metrics["query_centring"] = centring
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
     return EvaluateResult(pred, metrics, quarantine.rows, constraint, scale, listing)
+
+
+def _kg_for(root: Path, budget: int | None, where: str | None) -> pd.DataFrame | None:
+    if budget is None:
+        return None
+    if where:
+        raise ValueError("--kgret and --where together are not supported yet: run them separately")
+    path = root / "data/processed/kg/triples.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"--kgret needs the knowledge graph, {path}: run `dvc repro kg` first")
+    return read_triples(path)
+
+
+@dataclass
+class _Bridged:
+    """+KGret on a user's folder: the evidence sets (catalog species ids) beside the budget-matched control's."""
+
+    final: np.ndarray  # [Q, k+B] the first-stage top-k, then the bridged species (-1 padding)
+    matched: np.ndarray  # [Q, k+B] the first-stage top-(k+B)
+    k: int
+    budget: int
+
+    @property
+    def added_ids(self) -> list[list[int]]:
+        return [[int(x) for x in row[self.k:] if x >= 0] for row in self.final]
+
+    def summary(self, gold: np.ndarray) -> dict[str, Any]:
+        labelled = gold >= 0
+        inside = lambda sets: float((sets[labelled] == gold[labelled, None]).any(1).mean()) if labelled.any() else None  # noqa: E731
+        return {"B": self.budget, "species added per query": float((self.final[:, self.k:] >= 0).sum(1).mean()),
+                "completeness (labelled)": inside(self.final), f"budget-matched top-{self.k + self.budget} completeness "
+                "(labelled)": inside(self.matched), "labelled": int(labelled.sum())}
+
+
+def _kgret(vr: Any, prepared: dict[str, np.ndarray], triples: pd.DataFrame, params: Params, budget: int,
+           n_queries: int) -> tuple[np.ndarray, np.ndarray, _Bridged]:
+    """(species ids in the answerer's order, their scores, the evidence sets): the kg stage's experiment."""
+    rp, kp = params.retrieval, params.kg
+    ids = np.asarray(vr.catalog.species_ids)
+    cands = knowledge.full_depth_candidates(vr, prepared, hubness_k(rp, n_queries))
+    base, answer = knowledge.score_matrices(cands, len(ids), rp.lam, rp.reranker is not None)
+    links = knowledge.species_links(triples, ids, kp.links)
+    final = bridge.kgret(base, rp.k, links, budget, kp.hops).candidates
+    ordered, s = answer_order(final, answer)
+    as_ids = lambda idx: np.where(idx >= 0, ids[np.maximum(idx, 0)], -1)  # noqa: E731
+    return as_ids(ordered), s, _Bridged(as_ids(final), as_ids(bridge.budget_matched(base, rp.k, budget)), rp.k, budget)
 
 
 def _centring(rp: Any, n_queries: int) -> dict[str, Any]:

@@ -9,15 +9,16 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import sparse
 
 from polarcatalog.config import Params
 from polarcatalog.features.workspace import Workspace
 from polarcatalog.app.workflows import catalog_for, hubness_k, retriever
 from polarcatalog.kg.extract import family_triples, sentence_triples, species_row_triples
 from polarcatalog.kg.facts import candidate_facts, facts_by_species
-from polarcatalog.kg.graph import LinkRule
+from polarcatalog.kg.graph import KnowledgeGraph, LinkRule
 from polarcatalog.kg.triples import Entities, entity_id, table
-from polarcatalog.retrieval.vrrag import prepare_queries, query_encoders
+from polarcatalog.retrieval.vrrag import VRRAG, Candidates, prepare_queries, query_encoders
 
 
 def catalog_entities(species: pd.DataFrame) -> Entities:
@@ -43,26 +44,40 @@ def link_rules(specs: list[str]) -> list[LinkRule]:
     return [LinkRule(tuple(spec.split("+"))) for spec in specs]
 
 
+def score_matrices(cands: Candidates, n_species: int, lam: float, rerank: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(base [Q, S], answer [Q, S]) from candidates searched to full depth: every species' first-stage score s_m (the
+    base retriever) and fused re-rank score (VR-RAG Eq. 2, the answerer); -inf for a species not scored."""
+    rows = np.broadcast_to(np.arange(cands.species_idx.shape[0])[:, None], cands.species_idx.shape)
+    ok = cands.species_idx >= 0
+    base = np.full((cands.species_idx.shape[0], n_species), -np.inf)
+    answer = np.full_like(base, -np.inf)
+    base[rows[ok], cands.species_idx[ok]] = cands.s_m[ok]
+    fused = lam * cands.s_m + (1 - lam) * cands.s_i if rerank else cands.s_m
+    answer[rows[ok], cands.species_idx[ok]] = fused[ok]
+    return base, answer
+
+
+def full_depth_candidates(vr: VRRAG, queries: dict[str, np.ndarray], hub_k: int | None) -> Candidates:
+    """Candidates searched over every chunk, so that a bridged species always has its scores."""
+    vr.r = len(vr.m)
+    return vr.candidates(queries, hubness_k=hub_k)
+
+
 def species_scores(ws: Workspace, params: Params) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(base [Q, S], answer [Q, S], catalog species ids [S]): every catalog species' first-stage score s_m (the base
-    retriever) and fused re-rank score (the answerer), searched to the full depth so that a bridged species is always
-    scored."""
+    """(base [Q, S], answer [Q, S], catalog species ids [S]) for the workspace's queries."""
     rp = params.retrieval
     catalog = catalog_for(ws, rp)
     vr = retriever(catalog, rp)
-    vr.r = len(vr.m)  # every chunk: every species gets its best chunk's s_m
     q = prepare_queries({n: ws.query_f[n] for n in query_encoders(rp.ensemble, rp.reranker)}, catalog, rp.center,
                         rp.min_center_batch, rp.query_centre)
-    cands = vr.candidates(q, hubness_k=hubness_k(rp, len(ws.queries)))
-    n_q, n_s = cands.species_idx.shape[0], len(catalog.species_ids)
-    rows = np.broadcast_to(np.arange(n_q)[:, None], cands.species_idx.shape)
-    ok = cands.species_idx >= 0
-    base = np.full((n_q, n_s), -np.inf)
-    answer = np.full((n_q, n_s), -np.inf)
-    base[rows[ok], cands.species_idx[ok]] = cands.s_m[ok]
-    fused = rp.lam * cands.s_m + (1 - rp.lam) * cands.s_i if rp.reranker else cands.s_m
-    answer[rows[ok], cands.species_idx[ok]] = fused[ok]
+    cands = full_depth_candidates(vr, q, hubness_k(rp, len(ws.queries)))
+    base, answer = score_matrices(cands, len(catalog.species_ids), rp.lam, rp.reranker is not None)
     return base, answer, np.asarray(catalog.species_ids)
+
+
+def species_links(triples: pd.DataFrame, ids: np.ndarray, rules: list[str]) -> sparse.csr_matrix:
+    """[S, S] links between the catalog's species (in catalog order) under the configured rules."""
+    return KnowledgeGraph(triples).links([entity_id("species", int(s)) for s in ids], link_rules(rules))
 
 
 def audit(ws: Workspace, ids: np.ndarray, candidates: np.ndarray, via: np.ndarray, k: int, triples: pd.DataFrame
