@@ -201,3 +201,12 @@ def test_the_avilist_taxonomy_is_a_graph_of_orders_families_genera_and_species()
     family = kg.links(birds, [LinkRule(("family",))]).toarray()
     assert genus[0].tolist() == [0, 1, 0, 0] and family[0].tolist() == [0, 1, 1, 0]  # Petronia: Passeridae, not Passer
     assert family[3].sum() == 0  # the blackbird is a thrush
+
+
+def test_the_leakage_check_flags_labels_in_paths_and_copies_of_catalog_images():
+    from polarcatalog.kg.evaluate import leakage
+
+    flags = leakage(["q/pikachu/a.png", "sprites/regular/mr-mime.png", "q/x/001.png", "q/x/y.png"],
+                    ["Pikachu", "Mr. Mime", "Bulbasaur", "Ivysaur"], ["s1", "s2", "s3", "s4"], {"s3"})
+    assert flags["label in file path"].tolist() == [True, True, False, False]
+    assert flags["copy of a catalog image"].tolist() == [False, False, True, False]

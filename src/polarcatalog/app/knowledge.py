@@ -15,6 +15,8 @@ from polarcatalog.config import Params
 from polarcatalog.features.workspace import Workspace
 from polarcatalog.app.workflows import catalog_for, hubness_k, retriever
 from polarcatalog.kg.extract import family_triples, sentence_triples, species_row_triples
+from polarcatalog.io import sha256_file
+from polarcatalog.kg.evaluate import leakage
 from polarcatalog.kg.facts import candidate_facts, facts_by_species
 from polarcatalog.kg.graph import KnowledgeGraph, LinkRule
 from polarcatalog.kg.triples import Entities, entity_id, table
@@ -73,6 +75,14 @@ def species_scores(ws: Workspace, params: Params) -> tuple[np.ndarray, np.ndarra
     cands = full_depth_candidates(vr, q, hubness_k(rp, len(ws.queries)))
     base, answer = score_matrices(cands, len(catalog.species_ids), rp.lam, rp.reranker is not None)
     return base, answer, np.asarray(catalog.species_ids)
+
+
+def leakage_flags(ws: Workspace) -> dict[str, np.ndarray]:
+    """The integrity checks of `kg.evaluate.leakage` on the workspace's queries against the catalog's anchor images."""
+    names = dict(zip(ws.species["species_id"], ws.species["name"]))
+    catalog = {sha256_file(p) for p in ws.anchors["path"]}
+    return leakage(ws.queries["path"].tolist(), [names.get(s, "") for s in ws.queries["species_id"]],
+                   ws.queries["sha256"].tolist(), catalog)
 
 
 def species_links(triples: pd.DataFrame, ids: np.ndarray, rules: list[str]) -> sparse.csr_matrix:

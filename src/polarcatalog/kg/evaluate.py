@@ -11,8 +11,11 @@ construction; the column matters once a reader model names species on its own (t
 
 from __future__ import annotations
 
+from pathlib import PurePath
+
 import numpy as np
 
+from polarcatalog.data.names import name_key
 from polarcatalog.eval.metrics import gold_ranks
 
 METRICS = ("completeness", "Recall@k", "MRR", "accuracy", "accuracy (complete)", "accuracy (incomplete)")
@@ -44,3 +47,17 @@ def deficit(base_top: np.ndarray, gold: np.ndarray) -> np.ndarray:
     """[n] True where the base retriever's top-k lacks the gold species: the evidence-deficit stratum, where bridging
     can help (the paper's bridge questions); False is the control (its comparison questions)."""
     return ~(base_top == gold[:, None]).any(1)
+
+
+def leakage(query_paths: list[str], gold_names: list[str], query_sha: list[str], catalog_sha: set[str]) -> dict[str, np.ndarray]:
+    """Per query, the ways its label can be had without recognising the image (the paper's integrity checks, §4.2.1):
+    - `label in file path`: the species' name (any spelling, `data.names.name_key`) is the file's stem or a folder of
+      its path: recoverable by anything that reads paths;
+    - `copy of a catalog image`: the file's bytes equal a catalog image's (sha256): recoverable by lookup.
+    Whether a flag matters depends on what the pipeline reads: features are keyed by content hash, never by path."""
+    named = []
+    for path, name in zip(query_paths, gold_names):
+        parts = [name_key(p) for p in (*PurePath(path).parent.parts[-2:], PurePath(path).stem)]
+        named.append(bool(name) and name_key(name) in parts)
+    return {"label in file path": np.array(named, bool),
+            "copy of a catalog image": np.array([s in catalog_sha for s in query_sha], bool)}

@@ -48,8 +48,17 @@ def budget_figure(rows: pd.DataFrame) -> plt.Figure:
     return fig
 
 
+def leakage_text(counts: dict[str, int], n: int) -> str:
+    path, copies = counts["label in file path"], counts["copy of a catalog image"]
+    return (f"**Leakage check** (the paper's integrity checks, §4.2.1): {path} of {n} queries name their species in "
+            "their file path; no component derives anything from a path's text (a file is opened by it, and its features "
+            f"are keyed by its content hash), so this cannot reach a number. {copies} of {n} are byte copies of a catalog image (recoverable by lookup)"
+            + (", and the table repeats every system without them (`without catalog copies`)." if copies else
+               ", so every number below is without them.") + "\n\n")
+
+
 def markdown(stats: dict[str, Any], rows: pd.DataFrame, gains: dict[str, dict[str, float]], k: int, budget: int,
-             hops: int, links: list[str], n_species: int) -> str:
+             hops: int, links: list[str], n_species: int, leaks: dict[str, int] | None = None, n_queries: int = 0) -> str:
     def pct(iv: dict[str, float]) -> str:
         return f"{100 * iv['value']:+.1f} [{100 * iv['ci_low']:+.1f}, {100 * iv['ci_high']:+.1f}]"
 
@@ -78,6 +87,7 @@ def markdown(stats: dict[str, Any], rows: pd.DataFrame, gains: dict[str, dict[st
         "Completeness = the gold species is in the set (with one gold item, also Recall@|set|); Recall@k = the gold among "
         "the answerer's first k of the set; MRR of the gold in the answerer's order. Test species only, 95 % CIs (paired species "
         f"bootstrap); chance accuracy {100 / n_species:.2f} %.\n\n"
+        + (leakage_text(leaks, n_queries) if leaks else "") +
         "**Does the graph recover evidence a longer list would not?** +KGret minus budget-matched, completeness:\n\n"
         f"{gain_lines}\n\n"
         + ("The gain in the evidence-deficit stratum is a difference: its CI excludes 0.\n\n" if helps else

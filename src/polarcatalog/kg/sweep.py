@@ -24,18 +24,22 @@ from polarcatalog.kg.bridge import budget_matched, kgret, top_by_score
 from polarcatalog.kg.evaluate import deficit, evidence_values
 
 SYSTEMS = ("baseline", "budget-matched", "+KG", "+KGret")
-SETS = ("all queries", "evidence deficit", "no deficit")
+SETS = ("all queries", "evidence deficit", "no deficit", "without catalog copies")
 
 
 def bridge_rows(base: np.ndarray, answer: np.ndarray, gold: np.ndarray, links: sparse.csr_matrix, k: int,
-                budgets: Sequence[int], hops: int, protocol: Protocol) -> tuple[pd.DataFrame, dict[int, np.ndarray]]:
+                budgets: Sequence[int], hops: int, protocol: Protocol, leaked: np.ndarray | None = None
+                ) -> tuple[pd.DataFrame, dict[int, np.ndarray]]:
     """Tidy rows (system, B, set, split, queries, metric, value, CI) for every budget, and the +KGret candidate lists
     per budget (for the audit trail). `base` / `answer` [Q, S]: every species' base-retriever and answerer score;
-    `gold` [Q] catalog index (-1: not in the catalog)."""
+    `gold` [Q] catalog index (-1: not in the catalog); `leaked` [Q]: queries whose label can be had by lookup (a copy
+    of a catalog image), reported with and without."""
     top = top_by_score(base, k)
     short = deficit(top, gold)
     strata = {"all queries": np.arange(len(gold)), "evidence deficit": np.flatnonzero(short),
               "no deficit": np.flatnonzero(~short)}
+    if leaked is not None and leaked.any():
+        strata["without catalog copies"] = np.flatnonzero(~leaked)
     rows, lists = [], {}
     for b in budgets:
         bridged = kgret(base, k, links, b, hops)
