@@ -169,7 +169,7 @@ def test_one_mlflow_run_per_stage_with_notebook_and_figures(repo):
     runs = {r.info.run_name: r for r in parents}
     assert sorted(r.info.run_name for r in parents) == sorted(["fetch", "curate", "embed", "retrieve", "graph", "kg",
                                                                "ablate@lam", "ablate@top_k", "ablate_polar@constraint",
-                                                               "ablate_polar@coverage", "report"])
+                                                               "ablate_polar@coverage", "ablate_kg@bridge", "report"])
     assert all(r.info.status == "FINISHED" for r in parents + children)
     # one child run per ablation value, under its axis
     lam_children = [c for c in children if c.data.tags["mlflow.parentRunId"] == runs["ablate@lam"].info.run_id]
@@ -242,7 +242,7 @@ def test_each_stage_declares_a_few_flat_headline_numbers(repo):
     assert all(path.startswith("reports/metrics/") for path in declared) and len(declared) == len(stages) - 2  # not check, report
     files = {f.stem: json.loads(f.read_text()) for f in (root / "reports/metrics").glob("*.json")}
     assert set(files) == {"fetch", "curation", "embed", "retrieval", "graph", "kg", "ablate_lam", "ablate_top_k",
-                          "ablate_constraint", "ablate_coverage"}
+                          "ablate_constraint", "ablate_coverage", "ablate_bridge"}
     for name, values in files.items():
         assert 1 <= len(values) <= 8 and all(isinstance(v, (int, float)) for v in values.values()), (name, values)
     keys = [k for values in files.values() for k in values]

@@ -255,6 +255,7 @@ class Ablations(_Section):
                                                                                                 "soft:0.1", "adaptive", "hard")], min_length=1)
     coverage: list[CoverageSpec] = Field(default_factory=lambda: [ProposerSpec.parse(s) for s in (
         "random_n:6", "top_n:3", "top_n:6", "multi_prompt:6", "top_n:12", "multi_prompt:12", "top_n:24", "all")], min_length=1)
+    bridge: list[int] = Field(default_factory=lambda: [0, 1, 2, 4, 8], min_length=1)  # B of +KGret (kg stage figure too)
 
     @field_validator("lam")
     @classmethod
@@ -268,6 +269,13 @@ class Ablations(_Section):
     def _pos(cls, v: list[int]) -> list[int]:
         if any(x < 1 for x in v):
             raise ValueError("every k must be >= 1")
+        return v
+
+    @field_validator("bridge")
+    @classmethod
+    def _budgets(cls, v: list[int]) -> list[int]:
+        if any(b < 0 or b > 50 for b in v) or v != sorted(set(v)):
+            raise ValueError("bridge budgets: distinct values in [0, 50], increasing")
         return v
 
 
@@ -288,7 +296,6 @@ class Kg(_Section):
     # two species are linked when they share an entity of every kind of one rule (`typing+ability`: the same type
     # pair and an ability)
     links: list[str] = Field(default_factory=lambda: ["family", "egg_group", "typing+ability"], min_length=1)
-    budgets: list[int] = Field(default_factory=lambda: [0, 1, 2, 4, 8], min_length=1)  # B values the figure sweeps
 
     @field_validator("links")
     @classmethod
@@ -298,13 +305,6 @@ class Kg(_Section):
             if bad:
                 raise ValueError(f"link rule {rule!r}: unknown kind {bad[0]!r}; allowed kinds: {', '.join(LINK_KINDS)} "
                                  "(join several with +)")
-        return v
-
-    @field_validator("budgets")
-    @classmethod
-    def _budgets(cls, v: list[int]) -> list[int]:
-        if any(b < 0 for b in v) or v != sorted(set(v)):
-            raise ValueError("budgets: distinct values >= 0, increasing")
         return v
 
 

@@ -19,10 +19,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from polarcatalog.app import knowledge
 from polarcatalog.app.workflows import polar_setup, run_retrieval
 from polarcatalog.config import Params
 from polarcatalog.eval.protocol import Protocol
 from polarcatalog.features.workspace import Workspace
+from polarcatalog.kg import report as kg_report
+from polarcatalog.kg.sweep import bridge_rows
+from polarcatalog.kg.triples import read_triples
 from polarcatalog.memory import report as polar_report
 from polarcatalog.memory.constraints import Strength
 from polarcatalog.memory.propose import ProposerSpec
@@ -45,6 +49,7 @@ class Sweep:
     ranking: Ranking
     protocol: Protocol
     scores_path: Path  # the graph stage's verifier scores (PolarMem axes)
+    triples_path: Path = Path("data/processed/kg/triples.parquet")  # the kg stage's graph (the bridge axis)
 
     @property
     def gold(self) -> np.ndarray:
@@ -92,6 +97,18 @@ def _constraint(s: Sweep) -> pd.DataFrame:
 
 def _coverage(s: Sweep) -> pd.DataFrame:
     return coverage_axis(polar_setup(s.ws, s.params, s.scores_path, s.ranking), s.params.ablations.coverage, s.protocol)
+
+
+def _bridge(s: Sweep) -> pd.DataFrame:
+    """+KGret against its budget-matched control at every B (the graph-RAG paper's budget of two chunks, varied)."""
+    kp = s.params.kg
+    base, answer, ids = knowledge.species_scores(s.ws, s.params)
+    index = {int(x): i for i, x in enumerate(ids)}
+    gold = np.array([index.get(int(x), -1) for x in s.gold])
+    links = knowledge.species_links(read_triples(s.triples_path), ids, kp.links)
+    rows, _ = bridge_rows(base, answer, gold, links, s.params.retrieval.k, s.params.ablations.bridge, kp.hops,
+                          s.protocol, splits=("dev", "test"), systems=("+KGret", "budget-matched"))
+    return rows
 
 
 def _plain(v: Any) -> Any:
@@ -142,6 +159,10 @@ AXES: dict[str, Axis] = {
     "coverage": Axis("coverage", "setting", "overall score", False, polar_report.CAPTIONS["coverage"], _coverage,
                      lambda df, params: polar_report.coverage_figure(df), marks=_coverage_marks, point=_coverage_point,
                      table_metrics=(r"overall score", r"score \(.*")),
+    "bridge": Axis("bridge", "B", "completeness", False, kg_report.CAPTION, _bridge,
+                   lambda df, params: kg_report.budget_figure(df), marks=lambda p: (p.kg.bridge, 0),
+                   point=lambda v: {"kg.bridge": _plain(v)}, table_metrics=(r"completeness", r"Recall@\d+", r"accuracy"),
+                   across=("system",)),
 }
 
 

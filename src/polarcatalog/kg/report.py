@@ -14,13 +14,17 @@ import seaborn as sns
 
 from polarcatalog.kg.sweep import SETS, SYSTEMS
 
+CAPTION = ("+KGret (the first-stage top-k plus up to B species linked to them by the knowledge graph, ordered by the "
+           "re-ranker) beside its budget-matched control (the first-stage top-(k+B)), per evidence stratum: B = 0 is "
+           "the baseline. Completeness = the gold species is in the set; the systems and strata are the kg stage's "
+           "([kg.md](kg.md)).\n\n")
 SHOWN = ("completeness", "Recall@", "MRR", "accuracy", "accuracy (complete)", "accuracy (incomplete)", "species added")
 
 
 def table(rows: pd.DataFrame, budget: int) -> pd.DataFrame:
     """One row per (set, system) at budget B: test values over all queries in %, with 95 % CIs; `species added` as a
     count."""
-    d = rows[(rows["B"] == budget) & (rows["queries"] == "all")]
+    d = rows[(rows["B"] == budget) & (rows["queries"] == "all") & (rows["split"] == "test")]
     cell = lambda r: ("—" if r.value != r.value else f"{r.value:.2f}" if r.metric == "species added"  # noqa: E731
                       else f"{100 * r.value:.1f} [{100 * r.ci_low:.1f}, {100 * r.ci_high:.1f}]")  # NaN: an empty stratum
     d = d.assign(cell=[cell(r) for r in d.itertuples()])
@@ -34,7 +38,8 @@ def table(rows: pd.DataFrame, budget: int) -> pd.DataFrame:
 
 def budget_figure(rows: pd.DataFrame) -> plt.Figure:
     """Completeness against B, +KGret beside the budget-matched control, per stratum (test, 95 % CI bands)."""
-    d = rows[(rows["metric"] == "completeness") & (rows["queries"] == "all") & rows["system"].isin(["budget-matched", "+KGret"])]
+    d = rows[(rows["metric"] == "completeness") & (rows["queries"] == "all") & (rows["split"] == "test")
+             & rows["system"].isin(["budget-matched", "+KGret"])]
     sets = [s for s in SETS if s in set(d["set"])]
     fig, axes = plt.subplots(1, len(sets), figsize=(4.2 * len(sets), 3.4), sharey=False, squeeze=False)
     for ax, set_name in zip(axes[0], sets):
@@ -101,7 +106,7 @@ def markdown(stats: dict[str, Any], rows: pd.DataFrame, gains: dict[str, dict[st
 def curve(rows: pd.DataFrame) -> pd.DataFrame:
     """The DVC plot: test completeness (all queries) against B, +KGret beside the control."""
     d = rows[(rows["metric"] == "completeness") & (rows["queries"] == "all") & (rows["set"] == "all queries")
-             & rows["system"].isin(["budget-matched", "+KGret"])]
+             & (rows["split"] == "test") & rows["system"].isin(["budget-matched", "+KGret"])]
     wide = d.pivot_table(index="B", columns="system", values="value", sort=True)
     return wide.rename(columns=lambda s: f"test completeness {s}").reset_index()[
         ["B", "test completeness +KGret", "test completeness budget-matched"]]

@@ -28,8 +28,8 @@ SETS = ("all queries", "evidence deficit", "no deficit", "without catalog copies
 
 
 def bridge_rows(base: np.ndarray, answer: np.ndarray, gold: np.ndarray, links: sparse.csr_matrix, k: int,
-                budgets: Sequence[int], hops: int, protocol: Protocol, leaked: np.ndarray | None = None
-                ) -> tuple[pd.DataFrame, dict[int, np.ndarray]]:
+                budgets: Sequence[int], hops: int, protocol: Protocol, leaked: np.ndarray | None = None,
+                splits: Sequence[str] = ("test",), systems: Sequence[str] = SYSTEMS) -> tuple[pd.DataFrame, dict[int, np.ndarray]]:
     """Tidy rows (system, B, set, split, queries, metric, value, CI) for every budget, and the +KGret candidate lists
     per budget (for the audit trail). `base` / `answer` [Q, S]: every species' base-retriever and answerer score;
     `gold` [Q] catalog index (-1: not in the catalog); `leaked` [Q]: queries whose label can be had by lookup (a copy
@@ -44,14 +44,15 @@ def bridge_rows(base: np.ndarray, answer: np.ndarray, gold: np.ndarray, links: s
     for b in budgets:
         bridged = kgret(base, k, links, b, hops)
         lists[b] = bridged.candidates
-        systems = {"baseline": top, "budget-matched": budget_matched(base, k, b), "+KG": top, "+KGret": bridged.candidates}
-        for name, final in systems.items():
+        finals = {"baseline": top, "budget-matched": budget_matched(base, k, b), "+KG": top, "+KGret": bridged.candidates}
+        for name in systems:
+            final = finals[name]
             values = evidence_values(final, answer, gold, k)
             values["species added"] = np.where(bridged.candidates[:, k:] >= 0, 1.0, 0.0).sum(1) if name == "+KGret" else \
                 np.zeros(len(gold)) if name != "budget-matched" else np.full(len(gold), float(b))
             for set_name, idx in strata.items():
                 if len(idx):
-                    rows += long_rows(protocol.take(idx), {m: v[idx] for m, v in values.items()}, splits=("test",),
+                    rows += long_rows(protocol.take(idx), {m: v[idx] for m, v in values.items()}, splits=splits,
                                       system=name, B=b, set=set_name)
     return pd.DataFrame(rows), lists
 
