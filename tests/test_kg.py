@@ -210,3 +210,18 @@ def test_the_leakage_check_flags_labels_in_paths_and_copies_of_catalog_images():
                     ["Pikachu", "Mr. Mime", "Bulbasaur", "Ivysaur"], ["s1", "s2", "s3", "s4"], {"s3"})
     assert flags["label in file path"].tolist() == [True, True, False, False]
     assert flags["copy of a catalog image"].tolist() == [False, False, True, False]
+
+
+def test_pokeapi_adds_genus_shape_habitat_and_a_second_source_for_evolution():
+    """With `curate.pokeapi_dir` (the reference CSVs), the same evolution link arrives from two sources, each kept."""
+    from polarcatalog.app.knowledge import pokeapi_triples
+    from tests.conftest import shared
+
+    got = {(t.head, t.relation, t.tail, t.source) for t in pokeapi_triples(shared("pokeapi"), {1, 2, 25, 172})}
+    assert ("species:25", "evolves_from", "species:172", "pokeapi#25") in got
+    assert ("species:2", "evolves_from", "species:1", "pokeapi#2") in got
+    assert ("species:25", "has_genus", "genus:mouse-pokemon", "pokeapi#25") in got
+    assert {r for h, r, _, _ in got if h == "species:25"} == {"evolves_from", "has_genus", "has_shape", "lives_in"}
+    assert not [t for t in got if t[0] == "species:172" and t[1] == "evolves_from"]  # Pichu is a first stage
+    both = table([Triple(*t) for t in got] + [Triple("species:25", "evolves_from", "species:172", "@pkmn/dex#25")])
+    assert len(both[(both["head"] == "species:25") & (both["relation"] == "evolves_from")]) == 2

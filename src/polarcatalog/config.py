@@ -279,7 +279,7 @@ class Ablations(_Section):
         return v
 
 
-LINK_KINDS = ("family", "egg_group", "typing", "ability", "type", "generation", "genus")
+LINK_KINDS = ("family", "egg_group", "typing", "ability", "type", "generation", "genus", "shape", "habitat")
 
 
 class Kg(_Section):

@@ -19,7 +19,8 @@ from polarcatalog.io import sha256_file
 from polarcatalog.kg.evaluate import leakage
 from polarcatalog.kg.facts import candidate_facts, facts_by_species
 from polarcatalog.kg.graph import KnowledgeGraph, LinkRule
-from polarcatalog.kg.triples import Entities, entity_id, table
+from polarcatalog.data.pokemon import load_pokeapi
+from polarcatalog.kg.triples import Entities, Triple, entity_id, table
 from polarcatalog.retrieval.vrrag import VRRAG, Candidates, prepare_queries, query_encoders
 
 
@@ -30,16 +31,38 @@ def catalog_entities(species: pd.DataFrame) -> Entities:
     return ents
 
 
-def pokemon_triples(dex_json: Path, species: pd.DataFrame, package: str) -> pd.DataFrame:
+def pokemon_triples(dex_json: Path, species: pd.DataFrame, package: str, pokeapi_dir: str | Path | None = None
+                    ) -> pd.DataFrame:
     """Triples for the catalog's species only: their rows of the fetched table (source `<package>#<num>`), their
-    evolution families, and the rule-based sentences of their curated articles (source `article:<id>`)."""
+    evolution families, the rule-based sentences of their curated articles (source `article:<id>`) and, with
+    `curate.pokeapi_dir`, PokeAPI's evolves-from, genus, shape and habitat (source `pokeapi#<id>`)."""
     ents = catalog_entities(species)
     ids = set(int(s) for s in species["species_id"])
     rows = [r for r in json.loads(dex_json.read_text()) if int(r["num"]) in ids]
     triples = [t for r in rows for t in species_row_triples(r, ents, f"{package}#{r['num']}")]
     for sid, text in zip(species["species_id"], species["article"]):
         triples += sentence_triples(text, entity_id("species", int(sid)), ents, f"article:{int(sid)}")
+    if pokeapi_dir:
+        triples += pokeapi_triples(Path(pokeapi_dir), ids)
     return table(triples + family_triples(triples))
+
+
+def pokeapi_triples(folder: Path, ids: set[int]) -> list[Triple]:
+    """PokeAPI's species facts as triples: `evolves_from` (its evolves_from_species_id), `has_genus` ("Mouse
+    Pokémon"), `has_shape`, `lives_in` (habitat). A link to a species outside the catalog is dropped."""
+    facts = load_pokeapi(folder).set_index("species_id")
+    parents = pd.read_csv(folder / "pokemon_species.csv", usecols=["id", "evolves_from_species_id"]).set_index("id")
+    out = []
+    for sid in sorted(ids & set(int(i) for i in facts.index)):
+        head, src = entity_id("species", sid), f"pokeapi#{sid}"
+        parent = parents["evolves_from_species_id"].get(sid)
+        if parent == parent and parent is not None and int(parent) in ids:  # NaN: no pre-evolution
+            out.append(Triple(head, "evolves_from", entity_id("species", int(parent)), src))
+        for relation, kind, value in (("has_genus", "genus", facts.at[sid, "genus"]), ("has_shape", "shape", facts.at[sid, "shape"]),
+                                      ("lives_in", "habitat", facts.at[sid, "habitat"])):
+            if isinstance(value, str) and value.strip():
+                out.append(Triple(head, relation, entity_id(kind, value), src))
+    return out
 
 
 def link_rules(specs: list[str]) -> list[LinkRule]:
