@@ -225,3 +225,22 @@ def test_pokeapi_adds_genus_shape_habitat_and_a_second_source_for_evolution():
     assert not [t for t in got if t[0] == "species:172" and t[1] == "evolves_from"]  # Pichu is a first stage
     both = table([Triple(*t) for t in got] + [Triple("species:25", "evolves_from", "species:172", "@pkmn/dex#25")])
     assert len(both[(both["head"] == "species:25") & (both["relation"] == "evolves_from")]) == 2
+
+
+def test_an_extractor_model_runs_for_real_and_its_malformed_answers_are_counted(tmp_path):
+    """The GPU profile's extractor path on a tiny random Qwen2 (the real class): whatever it says is parsed or counted,
+    never fatal; batching does not change an answer."""
+    from polarcatalog.kg.llm_extract import LLMExtractor, parse_answers
+    from tests.tiny_models import save_tiny_causal_lm
+
+    ex = LLMExtractor(str(save_tiny_causal_lm(tmp_path / "lm")), max_new_tokens=12, device="cpu", batch_size=2)
+    names, texts = ["Pikachu", "Raichu", "Pichu"], ["Pikachu evolves from Pichu.", "Raichu is yellow.", "Pichu."]
+    answers = ex.answers(names, texts)
+    assert answers == [ex.answers([n], [t])[0] for n, t in zip(names, texts)]
+    sources = ["article:25", "article:26", "article:172"]
+    out = ex.extract(names, texts, sources, _entities())
+    for src in sources:  # each answer gave facts, or a line saying why not
+        assert src in {t.source for t in out.triples} or any(p.startswith((src + ":", src + "[")) for p in out.problems)
+    many = "[" + ",".join('{"subject": "Pikachu", "relation": "knows", "object": "Raichu"}' for _ in range(11)) + "]"
+    cut = parse_answers([many], ["article:25"], _entities())
+    assert len(cut.triples) == 8 and cut.problems == ["article:25: 11 facts, the first 8 kept"]

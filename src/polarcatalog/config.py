@@ -291,11 +291,19 @@ class Kg(_Section):
     export_sha256: str = Field(
         "1b2bc55abaf665e7516422eee08b9b4861eaff66070f40dc30a749ff4c675051", pattern=r"^[0-9a-f]{64}$"
     )
+    extractor: Literal["rules", "llm"] = "rules"  # article triples: rule-based, or a causal LM's JSON (GPU profile)
+    llm_model: str | None = None  # hub id or local folder of the causal LM, for extractor llm
     bridge: int = Field(2, ge=0, le=50)  # B: bridged species added after the top-k (the paper's two chunks)
     hops: Literal[1, 2] = 1
     # two species are linked when they share an entity of every kind of one rule (`typing+ability`: the same type
     # pair and an ability)
     links: list[str] = Field(default_factory=lambda: ["family", "egg_group", "typing+ability"], min_length=1)
+
+    @model_validator(mode="after")
+    def _llm_named(self) -> "Kg":
+        if self.extractor == "llm" and not self.llm_model:
+            raise ValueError("kg.extractor llm needs kg.llm_model (a causal LM: hub id or local folder)")
+        return self
 
     @field_validator("links")
     @classmethod

@@ -19,6 +19,7 @@ from polarcatalog.io import sha256_file
 from polarcatalog.kg.evaluate import leakage
 from polarcatalog.kg.facts import candidate_facts, facts_by_species
 from polarcatalog.kg.graph import KnowledgeGraph, LinkRule
+from polarcatalog.kg.llm_extract import LLMExtractor
 from polarcatalog.data.pokemon import load_pokeapi
 from polarcatalog.kg.triples import Entities, Triple, entity_id, table
 from polarcatalog.retrieval.vrrag import VRRAG, Candidates, prepare_queries, query_encoders
@@ -31,20 +32,28 @@ def catalog_entities(species: pd.DataFrame) -> Entities:
     return ents
 
 
-def pokemon_triples(dex_json: Path, species: pd.DataFrame, package: str, pokeapi_dir: str | Path | None = None
-                    ) -> pd.DataFrame:
-    """Triples for the catalog's species only: their rows of the fetched table (source `<package>#<num>`), their
-    evolution families, the rule-based sentences of their curated articles (source `article:<id>`) and, with
-    `curate.pokeapi_dir`, PokeAPI's evolves-from, genus, shape and habitat (source `pokeapi#<id>`)."""
+def pokemon_triples(dex_json: Path, species: pd.DataFrame, package: str, pokeapi_dir: str | Path | None = None,
+                    extractor: LLMExtractor | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """(triples, extraction problems) for the catalog's species only: their rows of the fetched table (source
+    `<package>#<num>`), their evolution families, their curated articles (source `article:<id>`: rule-based sentences,
+    or an extractor model's JSON) and, with `curate.pokeapi_dir`, PokeAPI's evolves-from, genus, shape and habitat
+    (source `pokeapi#<id>`)."""
     ents = catalog_entities(species)
     ids = set(int(s) for s in species["species_id"])
     rows = [r for r in json.loads(dex_json.read_text()) if int(r["num"]) in ids]
     triples = [t for r in rows for t in species_row_triples(r, ents, f"{package}#{r['num']}")]
-    for sid, text in zip(species["species_id"], species["article"]):
-        triples += sentence_triples(text, entity_id("species", int(sid)), ents, f"article:{int(sid)}")
+    sources = [f"article:{int(sid)}" for sid in species["species_id"]]
+    problems: list[str] = []
+    if extractor is None:
+        for sid, text, src in zip(species["species_id"], species["article"], sources):
+            triples += sentence_triples(text, entity_id("species", int(sid)), ents, src)
+    else:
+        found = extractor.extract(species["name"].tolist(), species["article"].tolist(), sources, ents)
+        triples += found.triples
+        problems = found.problems
     if pokeapi_dir:
         triples += pokeapi_triples(Path(pokeapi_dir), ids)
-    return table(triples + family_triples(triples))
+    return table(triples + family_triples(triples)), problems
 
 
 def pokeapi_triples(folder: Path, ids: set[int]) -> list[Triple]:

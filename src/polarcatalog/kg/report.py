@@ -77,8 +77,11 @@ def markdown(stats: dict[str, Any], rows: pd.DataFrame, gains: dict[str, dict[st
         f"**The graph.** {stats['entities']} entities ({kinds}); {stats['triples']} triples ({relations}); "
         f"{stats['components']} weakly connected component(s)"
         + (f"; {stats['mean species per family']} species per evolution family on average" if "mean species per family" in stats else "")
-        + ". Sources: the fetched species table (`@pkmn/dex`, one row per species) and rule-based sentences of the "
-        "curated articles; every triple keeps its source (`data/processed/kg/triples.parquet`, GraphML beside it).\n\n"
+        + ". Sources: the fetched species table (`@pkmn/dex`, one row per species) and "
+        + ("rule-based sentences of the curated articles" if stats.get("extractor", "rules") == "rules" else
+           f"an extractor model's JSON answers about the curated articles ({stats.get('extraction problems', 0)} malformed "
+           "answers or items counted and skipped)")
+        + "; every triple keeps its source (`data/processed/kg/triples.parquet`, GraphML beside it).\n\n"
         f"**The experiment** (the graph-RAG paper's §3.1, transferred to species). Evidence set: the base retriever's "
         f"top-{k} species (VR-RAG's first stage, ensemble similarity s_m). Answerer: VR-RAG's visual re-ranker (Eq. 2, "
         "configured λ) choosing one species from the set, standing in for a reader model. +KGret adds up to "
