@@ -155,6 +155,13 @@ def test_cli_evaluate_runs_the_kg_experiment_on_a_users_folder(repo, tmp_path):
 
     for listed, added in zip(pred["predicted_names"].map(ast.literal_eval), pred["bridged_names"].map(ast.literal_eval)):
         assert len(listed) <= 5 + 2 and len(added) <= 2 and set(added) <= set(listed)
+    # composed with a constraint: the same evidence sets, re-ordered by the polarized memory (hard: no conflict first)
+    _sh([cli, "evaluate", "--queries", str(q), "--kgret", "2", "--where", "a green Pokémon that is not a fire type",
+         "--strength", "hard", "--out", str(tmp_path / "w")], root, env)
+    both = pd.read_csv(tmp_path / "w/predictions.csv")
+    for states, listed, before in zip(both["states"].map(json.loads), both["predicted_names"].map(ast.literal_eval),
+                                      pred["predicted_names"].map(ast.literal_eval)):
+        assert states == sorted(states, reverse=True) and sorted(listed) == sorted(before)
 
 
 def _stage_runs(env):

@@ -155,7 +155,7 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     listing = read_query_folder(folder, ws.species, labels)
     q = listing.rows
     memory = _memory_for(ws, params, root, where) if where else None
-    triples = _kg_for(root, kgret, where)  # both checked before any image is encoded
+    triples = _kg_for(root, kgret)  # both checked before any image is encoded
     quarantine = Quarantine(out / "quarantine")
     cache = root / "data/cache/features"
     e = params.encoders
@@ -241,11 +241,9 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     return EvaluateResult(pred, metrics, quarantine.rows, constraint, scale, listing)
 
 
-def _kg_for(root: Path, budget: int | None, where: str | None) -> pd.DataFrame | None:
+def _kg_for(root: Path, budget: int | None) -> pd.DataFrame | None:
     if budget is None:
         return None
-    if where:
-        raise ValueError("--kgret and --where together are not supported yet: run them separately")
     path = root / "data/processed/kg/triples.parquet"
     if not path.is_file():
         raise FileNotFoundError(f"--kgret needs the knowledge graph, {path}: run `dvc repro kg` first")
