@@ -10,10 +10,8 @@ from __future__ import annotations
 import re
 from typing import Protocol, Sequence
 
-
 from polarcatalog.data.colours import COLOUR_TABLE
-from polarcatalog.device import resolve_device
-from polarcatalog.progress import batches
+from polarcatalog.encoders.causal_lm import CausalLM
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'“(])")
 _WORD = re.compile(r"[a-zà-ÿ]+", re.IGNORECASE)
@@ -96,41 +94,20 @@ DOMAIN_PROMPT = {
 
 
 class LLMSummarizer:
-    """Greedy generation with a causal LM; batched with left padding (batched == one-by-one, tested)."""
+    """Greedy generation with a causal LM (`encoders.causal_lm`), prompted with the paper's instruction."""
 
     name = "llm"
 
     def __init__(self, model: str, domain: str = "pokemon", max_new_tokens: int = 200, device: str = "auto", batch_size: int = 4):
-        import torch  # heavy: only for the GPU-profile summarizer
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        self.device = resolve_device(device)
-        self.tokenizer = AutoTokenizer.from_pretrained(model, padding_side="left")
-        if self.tokenizer.pad_token is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
-        self.model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype).to(self.device).eval()
-        self.domain, self.max_new_tokens, self.batch_size = domain, max_new_tokens, batch_size
+        self.lm = CausalLM(model, max_new_tokens, device, batch_size)
+        self.domain = domain
 
     def prompt(self, name: str, article: str) -> str:
-        text = PROMPT.format(name=name, article=article, **DOMAIN_PROMPT[self.domain])
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
-        return text
+        return self.lm.chat(PROMPT.format(name=name, article=article, **DOMAIN_PROMPT[self.domain]))
 
     def summarize(self, names: Sequence[str], articles: Sequence[str]) -> list[str]:
-        import torch  # heavy: only for the GPU-profile summarizer
-
-        out: list[str] = []
-        for i in batches(len(names), self.batch_size, "llm summaries", unit="species"):
-            prompts = [self.prompt(n, a) for n, a in zip(names[i : i + self.batch_size], articles[i : i + self.batch_size])]
-            enc = self.tokenizer(prompts, return_tensors="pt", padding=True).to(self.device)
-            with torch.inference_mode():
-                gen = self.model.generate(**enc, max_new_tokens=self.max_new_tokens, do_sample=False,
-                                          pad_token_id=self.tokenizer.pad_token_id)
-            new = gen[:, enc["input_ids"].shape[1]:]
-            out += [t.strip() for t in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
-        return out
+        prompts = [self.prompt(n, a) for n, a in zip(names, articles)]
+        return [t.strip() for t in self.lm.answer(prompts, "llm summaries", "species")]
 
 
 def create_summarizer(kind: str, *, max_words: int = 127, model: str | None = None, domain: str = "pokemon",

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from polarcatalog.device import resolve_device
+from polarcatalog.encoders.causal_lm import CausalLM
 from polarcatalog.kg.extract import Extraction, parse_extractor_json
 from polarcatalog.kg.facts import MAX_FACTS
 from polarcatalog.kg.triples import Entities
-from polarcatalog.progress import batches
 
 PROMPT = ("Extract at most {limit} facts about {name} from the text below, as a JSON array of objects with the keys "
           "\"subject\", \"relation\" and \"object\". Use full names of at least 5 characters for subject and object. "
@@ -19,39 +18,16 @@ PROMPT = ("Extract at most {limit} facts about {name} from the text below, as a 
 
 
 class LLMExtractor:
-    """Greedy generation with a causal LM (transformers), batched with left padding: deterministic, in a fixed order."""
+    """Greedy generation with a causal LM (`encoders.causal_lm`): deterministic, batched, in a fixed order."""
 
     def __init__(self, model: str, max_new_tokens: int = 256, device: str = "auto", batch_size: int = 4):
-        import torch  # heavy: only for the GPU-profile extractor
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        self.device = resolve_device(device)
-        self.tokenizer = AutoTokenizer.from_pretrained(model, padding_side="left")
-        if self.tokenizer.pad_token is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
-        self.model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype).to(self.device).eval()
-        self.max_new_tokens, self.batch_size = max_new_tokens, batch_size
+        self.lm = CausalLM(model, max_new_tokens, device, batch_size)
 
     def prompt(self, name: str, text: str) -> str:
-        content = PROMPT.format(limit=MAX_FACTS, name=name, text=text)
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
-                                                      add_generation_prompt=True)
-        return content
+        return self.lm.chat(PROMPT.format(limit=MAX_FACTS, name=name, text=text))
 
     def answers(self, names: Sequence[str], texts: Sequence[str]) -> list[str]:
-        import torch  # heavy: only for the GPU-profile extractor
-
-        out: list[str] = []
-        for i in batches(len(texts), self.batch_size, "llm triples", unit="text"):
-            prompts = [self.prompt(n, t) for n, t in zip(names[i : i + self.batch_size], texts[i : i + self.batch_size])]
-            enc = self.tokenizer(prompts, return_tensors="pt", padding=True).to(self.device)
-            with torch.inference_mode():
-                gen = self.model.generate(**enc, max_new_tokens=self.max_new_tokens, do_sample=False,
-                                          pad_token_id=self.tokenizer.pad_token_id)
-            out += self.tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-        return out
+        return self.lm.answer([self.prompt(n, t) for n, t in zip(names, texts)], "llm triples", "text")
 
     def extract(self, names: Sequence[str], texts: Sequence[str], sources: Sequence[str], entities: Entities) -> Extraction:
         return parse_answers(self.answers(names, texts), sources, entities)
