@@ -258,3 +258,17 @@ def test_non_finite_vectors_are_never_cached(tmp_path):
     with pytest.raises(ValueError, match="non-finite"):
         FeatureCache(tmp_path, "enc@nan").put(["a"], np.array([[np.nan, 1]], np.float32))
     assert not (FeatureCache(tmp_path, "enc@nan").folder / "index.parquet").exists()
+
+
+def test_a_text_vector_depends_on_its_text_alone_not_on_the_batch_or_the_cache(tmp_path):
+    """A padded batch changed a text's low bits with its batch-mates, and the cache decides the batch-mates: a warm
+    workspace and a fresh clone then wrote different node embeddings. Each text is now encoded on its own."""
+    from polarcatalog.encoders import create_encoder
+    from polarcatalog.features.encode import encode_texts
+
+    enc = create_encoder("minilm", "text", "cpu")
+    target = "Pikachu is an Electric-type Pokémon. In its official artwork its body is mostly yellow, with brown markings."
+    mates = ["Tiny.", "A much longer sentence about a large blue Pokémon with fins, a shell and a long curled tail " * 3]
+    warm = encode_texts(enc, [mates[0], target], tmp_path / "warm", batch_size=64)[1]
+    fresh = encode_texts(enc, [target, mates[1], mates[0]], tmp_path / "fresh", batch_size=64)[0]
+    assert warm.tobytes() == fresh.tobytes()
