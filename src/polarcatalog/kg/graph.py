@@ -64,9 +64,10 @@ class KnowledgeGraph:
             out[s] = {e for e in reach if e != s and kind_of(e) != "species"}
         return out
 
-    def incidence(self, species: Sequence[str], kinds: Sequence[str] | None = None) -> tuple[sparse.csr_matrix, list[str]]:
+    def incidence(self, species: Sequence[str], kinds: Sequence[str] | None = None,
+                  attrs: dict[str, set[str]] | None = None) -> tuple[sparse.csr_matrix, list[str]]:
         """[S, E] 0/1 matrix of each species' attributes (of the given kinds), and the entity of each column."""
-        attrs = self.attributes(species)
+        attrs = attrs if attrs is not None else self.attributes(species)  # the graph walk, once per caller
         entities = sorted({e for a in attrs.values() for e in a if kinds is None or kind_of(e) in kinds})
         col = {e: j for j, e in enumerate(entities)}
         rows, cols = [], []
@@ -81,10 +82,11 @@ class KnowledgeGraph:
     def links(self, species: Sequence[str], rules: Sequence[LinkRule]) -> sparse.csr_matrix:
         """[S, S] 0/1: species i and j (i != j) satisfy at least one rule."""
         total = sparse.csr_matrix((len(species), len(species)), dtype=np.float32)
+        attrs = self.attributes(species)
         for rule in rules:
             both = None
             for kind in rule.kinds:
-                m, _ = self.incidence(species, [kind])
+                m, _ = self.incidence(species, [kind], attrs)
                 shared = ((m @ m.T) > 0).astype(np.float32)
                 both = shared if both is None else both.multiply(shared)
             total = total + both

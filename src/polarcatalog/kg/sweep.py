@@ -20,7 +20,7 @@ import pandas as pd
 from scipy import sparse
 
 from polarcatalog.eval.protocol import Protocol, long_rows
-from polarcatalog.kg.bridge import budget_matched, kgret, top_by_score
+from polarcatalog.kg.bridge import Bridged, budget_matched, kgret, top_by_score
 from polarcatalog.kg.evaluate import deficit, evidence_values
 
 SYSTEMS = ("baseline", "budget-matched", "+KG", "+KGret")
@@ -29,9 +29,9 @@ SETS = ("all queries", "evidence deficit", "no deficit", "without catalog copies
 
 def bridge_rows(base: np.ndarray, answer: np.ndarray, gold: np.ndarray, links: sparse.csr_matrix, k: int,
                 budgets: Sequence[int], hops: int, protocol: Protocol, leaked: np.ndarray | None = None,
-                splits: Sequence[str] = ("test",), systems: Sequence[str] = SYSTEMS) -> tuple[pd.DataFrame, dict[int, np.ndarray]]:
-    """Tidy rows (system, B, set, split, queries, metric, value, CI) for every budget, and the +KGret candidate lists
-    per budget (for the audit trail). `base` / `answer` [Q, S]: every species' base-retriever and answerer score;
+                splits: Sequence[str] = ("test",), systems: Sequence[str] = SYSTEMS) -> tuple[pd.DataFrame, dict[int, Bridged]]:
+    """Tidy rows (system, B, set, split, queries, metric, value, CI) for every budget, and +KGret's result per budget
+    (candidates and provenance, for the audit trail). `base` / `answer` [Q, S]: every species' base-retriever and answerer score;
     `gold` [Q] catalog index (-1: not in the catalog); `leaked` [Q]: queries whose label can be had by lookup (a copy
     of a catalog image), reported with and without."""
     top = top_by_score(base, k)
@@ -43,7 +43,7 @@ def bridge_rows(base: np.ndarray, answer: np.ndarray, gold: np.ndarray, links: s
     rows, lists = [], {}
     for b in budgets:
         bridged = kgret(base, k, links, b, hops)
-        lists[b] = bridged.candidates
+        lists[b] = bridged
         finals = {"baseline": top, "budget-matched": budget_matched(base, k, b), "+KG": top, "+KGret": bridged.candidates}
         for name in systems:
             final = finals[name]
