@@ -186,7 +186,8 @@ def test_facts_are_about_candidates_only_at_most_eight_in_a_fixed_order():
 def test_the_avilist_taxonomy_is_a_graph_of_orders_families_genera_and_species():
     """The bird catalog's taxonomy (AviList 2025 through `birdnames`): every count asserted, names resolved both ways,
     and the bird link rules (same genus; same family, two hops up)."""
-    from polarcatalog.kg.taxonomy import read_avilist, taxonomy_triples
+    from polarcatalog.data.birds import read_avilist
+    from polarcatalog.kg.taxonomy import taxonomy_triples
 
     rows = read_avilist()
     triples, ents = taxonomy_triples(rows)

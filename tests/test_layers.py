@@ -2,7 +2,7 @@
 libraries. Reads the source (AST), runs nothing. The layers, lowest first (README, "Architecture"):
 
     base (paths, io, device, vectors, progress, numerics) -> data -> encoders -> curate | features -> index | eval -> retrieval
-    -> memory -> kg -> config -> app
+    -> memory -> kg | reader -> config -> app
 
 A module may import its own package, and any package of a lower layer; never a higher layer, never a peer.
 """
@@ -28,7 +28,7 @@ LAYERS: list[list[str]] = [
     ["polarcatalog.index", "polarcatalog.eval"],
     ["polarcatalog.retrieval"],
     ["polarcatalog.memory"],
-    ["polarcatalog.kg"],
+    ["polarcatalog.kg", "polarcatalog.reader"],
     ["polarcatalog.config"],
     ["polarcatalog.app"],
 ]

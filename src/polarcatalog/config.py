@@ -316,6 +316,17 @@ class Kg(_Section):
         return v
 
 
+class Reader(_Section):
+    """VR-RAG's recognition step (Table 3): an MLLM reads the query image with the top-k summaries and names the
+    species. No model = no reader: the answerer is the visual re-ranker (Eq. 2), as the reports say."""
+
+    model: str | None = None  # Qwen2.5-VL-class: hub id or local folder
+    facts: bool = False  # +KG: the knowledge graph's facts about the candidates enter the prompt (at most eight)
+    batch_size: int = Field(4, ge=1, le=256)
+    max_new_tokens: int = Field(24, ge=1, le=512)
+    fuzzy_threshold: float = Field(0.85, gt=0.0, le=1.0)  # answer -> species: exact, alias, then fuzzy at this ratio
+
+
 class Tracking(_Section):
     experiment: str = Field("polarcatalog", min_length=1)
     uri: str | None = Field(None, min_length=1)  # a tracking server (team mode); null = sqlite:///<repo>/mlflow.db
@@ -331,6 +342,7 @@ class Params(_Section):
     ablations: Ablations = Field(default_factory=Ablations)
     eval: Eval = Field(default_factory=Eval)
     kg: Kg = Field(default_factory=Kg)
+    reader: Reader = Field(default_factory=Reader)
     tracking: Tracking = Field(default_factory=Tracking)
 
     @model_validator(mode="after")

@@ -22,6 +22,7 @@ import pandas as pd
 from polarcatalog.app import knowledge
 from polarcatalog.app.workflows import polar_setup, run_retrieval
 from polarcatalog.config import Params
+from polarcatalog.data.images import load_rgb
 from polarcatalog.eval.protocol import Protocol
 from polarcatalog.features.workspace import Workspace
 from polarcatalog.kg import report as kg_report
@@ -31,6 +32,9 @@ from polarcatalog.memory import report as polar_report
 from polarcatalog.memory.constraints import Strength
 from polarcatalog.memory.propose import ProposerSpec
 from polarcatalog.memory.sweeps import constraint_axis, coverage_axis
+from polarcatalog.reader.accuracy import reader_rows
+from polarcatalog.reader.answers import SpeciesMatcher
+from polarcatalog.reader.mllm import MLLMReader
 from polarcatalog.retrieval import report as retrieval_report
 from polarcatalog.retrieval.sweeps import sweep_lambda, sweep_top_k
 from polarcatalog.retrieval.vrrag import VRRAG, Candidates, Ranking
@@ -88,7 +92,21 @@ def _lam(s: Sweep) -> pd.DataFrame:
 
 
 def _top_k(s: Sweep) -> pd.DataFrame:
-    return sweep_top_k(s.vr, s.cands, s.gold, s.protocol, s.params.ablations.top_k, s.params.retrieval.lam)
+    """Recall@k of the list passed on; with `reader.model`, the reader's accuracy at each k too (Fig. 2)."""
+    rows = sweep_top_k(s.vr, s.cands, s.gold, s.protocol, s.params.ablations.top_k, s.params.retrieval.lam)
+    rp = s.params.reader
+    if rp.model is None:
+        return rows  # no reader: the answerer is the re-ranker, whose accuracy is R@1
+    reader = MLLMReader(rp.model, s.params.encoders.device, rp.batch_size, rp.max_new_tokens)
+    species = s.ws.species
+    matcher = SpeciesMatcher(dict(zip(species["species_id"], species["name"])), threshold=rp.fuzzy_threshold)
+    facts = knowledge.reader_facts(read_triples(s.triples_path), species) if rp.facts else None
+    ranked = s.vr.rank(s.cands, s.params.retrieval.lam, max(s.params.ablations.top_k)).species_ids
+    images = [load_rgb(p) for p in s.ws.queries["path"]]
+    read = lambda ims, prompts: reader.read(ims, prompts, desc="reader")  # noqa: E731
+    acc = reader_rows(read, images, ranked, species, s.gold, matcher, s.protocol, s.params.ablations.top_k,
+                      s.params.dataset.domain, facts)
+    return pd.concat([rows, acc], ignore_index=True)
 
 
 def _constraint(s: Sweep) -> pd.DataFrame:
@@ -147,7 +165,8 @@ AXES: dict[str, Axis] = {
     "top_k": Axis("top_k", "k", "R@k", False, retrieval_report.CAPTIONS["top_k"], _top_k,
                   lambda df, params: retrieval_report.top_k_figure(df),
                   marks=lambda p: (p.retrieval.k, 2 * p.retrieval.k), point=lambda v: {"retrieval.k": _plain(v)},
-                  table_metrics=(r"R@k",)),
+                  table_metrics=(r"R@k", r"reader accuracy"), recorded=(r"R@k", r"reader accuracy"),
+                  headline_metrics=(r"R@k", r"reader accuracy")),
     "constraint": Axis("constraint", "strength", "target mRR@1", False, polar_report.CAPTIONS["constraint"], _constraint,
                        lambda df, params: polar_report.constraint_figure(df, params.graph.constraint_k),
                        marks=_constraint_marks, point=_constraint_point,

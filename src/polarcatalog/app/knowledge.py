@@ -5,6 +5,7 @@ the +KG facts)."""
 from __future__ import annotations
 
 import json
+from typing import Callable
 from pathlib import Path
 
 import numpy as np
@@ -120,6 +121,13 @@ def leakage_flags(ws: Workspace) -> dict[str, np.ndarray]:
 def species_links(triples: pd.DataFrame, ids: np.ndarray, rules: list[str]) -> sparse.csr_matrix:
     """[S, S] links between the catalog's species (in catalog order) under the configured rules."""
     return KnowledgeGraph(triples).links([entity_id("species", int(s)) for s in ids], link_rules(rules))
+
+
+def reader_facts(triples: pd.DataFrame, species: pd.DataFrame) -> Callable[[list[int]], list[str]]:
+    """+KG for the reader: species ids (retrieval order) -> at most eight facts about them (`kg.facts`)."""
+    names = {entity_id("species", int(s)): n for s, n in zip(species["species_id"], species["name"])}
+    by_species = facts_by_species(triples, names)
+    return lambda ids: candidate_facts(by_species, [entity_id("species", int(s)) for s in ids])
 
 
 def audit(ws: Workspace, ids: np.ndarray, candidates: np.ndarray, via: np.ndarray, k: int, triples: pd.DataFrame

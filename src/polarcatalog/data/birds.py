@@ -25,7 +25,24 @@ from typing import Iterable
 import pandas as pd
 
 from polarcatalog.data.names import name_key
-from polarcatalog.kg.taxonomy import read_avilist
+
+AVILIST = "data/processed/avilist_2025_taxonomy.csv"
+
+
+def read_avilist() -> pd.DataFrame:
+    """The checklist's species rows (scientific name, common name, genus, family, order). Needs `birdnames` (a
+    dependency of the package), read from its installed data: no network."""
+    try:
+        path = resources.files("birdnames").joinpath(AVILIST)
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError("the bird taxonomy needs the PyPI package `birdnames` (installed by `make venv`)") from None
+    with path.open("r", encoding="utf-8") as f:
+        table = pd.read_csv(f, dtype=str, keep_default_na=False)
+    species = table[table["avilist_taxon_rank"] == "species"]
+    return pd.DataFrame({"scientific": species["scientific_name"], "common": species["avilist_common_name"],
+                         "genus": species["genus"], "family": species["avilist_family"],
+                         "order": species["avilist_order"]}).reset_index(drop=True)
+
 
 # Benchmark class name (any spelling name_key folds) -> AviList 2025 common name. Each line says why.
 BENCHMARK_ALIASES: dict[str, str] = {

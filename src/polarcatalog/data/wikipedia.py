@@ -43,7 +43,7 @@ class WikipediaFetcher:
     def __init__(self, cache_dir: str | Path, api: str = API, min_interval_s: float = 1.0, retries: int = 5,
                  backoff_s: float = 2.0, max_wait_s: float = 120.0, timeout_s: float = 30.0,
                  user_agent: str = USER_AGENT, sleep: Callable[[float], None] = time.sleep):
-        import requests  # imported here: nothing network-related loads with the package
+        import requests  # heavy (optional at import): nothing network-related loads with the package
 
         self.cache_dir = Path(cache_dir)
         self.api, self.min_interval_s, self.retries = api, min_interval_s, retries
@@ -78,7 +78,7 @@ class WikipediaFetcher:
     # -- HTTP ----------------------------------------------------------------------------------------------------
     def _get(self, params: dict[str, str]) -> dict:
         """One API call: polite spacing, retries on 429/5xx and dropped connections, JSON checked."""
-        import requests
+        import requests  # heavy (see __init__)
 
         params = {"format": "json", "formatversion": "2", **params}
         for attempt in range(self.retries + 1):

@@ -2,32 +2,13 @@
 `birdnames` ships (11,131 species). The bird catalog's look-alikes are congeners and confamilials, so the link rules
 for birds are `genus` and `family`; a species' family is two hops up, which `KnowledgeGraph.attributes` follows.
 
-Species ids are the scientific name (`species:passer-domesticus`); the common name is an alias."""
+The rows are `data.birds.read_avilist()`. Species ids are the scientific name (`species:passer-domesticus`); the common name is an alias."""
 
 from __future__ import annotations
-
-from importlib import resources
 
 import pandas as pd
 
 from polarcatalog.kg.triples import Entities, Triple, entity_id
-
-AVILIST = "data/processed/avilist_2025_taxonomy.csv"
-
-
-def read_avilist() -> pd.DataFrame:
-    """The checklist's species rows (scientific name, common name, genus, family, order). Needs `birdnames` (a
-    dependency of the package), read from its installed data: no network."""
-    try:
-        path = resources.files("birdnames").joinpath(AVILIST)
-    except ModuleNotFoundError:
-        raise ModuleNotFoundError("the bird taxonomy needs the PyPI package `birdnames` (installed by `make venv`)") from None
-    with path.open("r", encoding="utf-8") as f:
-        table = pd.read_csv(f, dtype=str, keep_default_na=False)
-    species = table[table["avilist_taxon_rank"] == "species"]
-    return pd.DataFrame({"scientific": species["scientific_name"], "common": species["avilist_common_name"],
-                         "genus": species["genus"], "family": species["avilist_family"],
-                         "order": species["avilist_order"]}).reset_index(drop=True)
 
 
 def taxonomy_triples(rows: pd.DataFrame, source: str = "avilist-2025") -> tuple[list[Triple], Entities]:

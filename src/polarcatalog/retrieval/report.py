@@ -24,7 +24,9 @@ CAPTIONS = {  # how to read each ablation table (the markdown written by 05_abla
            "(s_m from text + image chunks vs the image-only re-rank), swept beside it. An interior optimum means both "
            "scores carry information. λ is chosen on dev; its test number is reported with a CI.\n\n",
     "top_k": "Recall@k of the species list passed on (Fig. 2): the bound on any reader's accuracy at that k. Nothing is "
-             "chosen here (recall can only grow with k).\n\n",
+             "chosen here (recall can only grow with k). With `reader.model` set, the MLLM reader's accuracy at each k "
+             "is beside it (the paper's Fig. 2 itself); without one, the answerer is the visual re-ranker, whose "
+             "accuracy is R@1.\n\n",
 }
 
 
@@ -207,11 +209,13 @@ def lambda_figure(df: pd.DataFrame, configured_chunks: str) -> plt.Figure:
 
 def top_k_figure(df: pd.DataFrame) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(6, 3.4))
-    test = df[(df["split"] == "test") & (df["metric"] == "R@k")]
-    for g in test["queries"].unique():
-        _band(ax, test[test["queries"] == g], "k", g)
+    reader = bool((df["metric"] == "reader accuracy").any())
+    for metric in ("R@k", "reader accuracy"):
+        test = df[(df["split"] == "test") & (df["metric"] == metric)]
+        for g in test["queries"].unique():
+            _band(ax, test[test["queries"] == g], "k", f"{g}, {metric}" if reader else g)
     ax.set_xlabel("k (species passed on)")
-    ax.set_ylabel("test Recall@k (95% CI band)")
-    ax.set_title("Impact of top-k (cf. VR-RAG Fig. 2; no reader model: retrieval recall)")
+    ax.set_ylabel("test value (95% CI band)")
+    ax.set_title("Impact of top-k (cf. VR-RAG Fig. 2" + ("; MLLM reader)" if reader else "; no reader model: retrieval recall)"))
     ax.legend(fontsize=8)
     return fig
