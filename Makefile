@@ -13,6 +13,7 @@ export PYTHONUNBUFFERED := 1
 .PHONY: help venv system-deps repro test ui lab team-db team-server clean-features clean-venv
 help:
 	@echo "make repro  - create/update .venv, install, run 'dvc repro' (embedded default)"
+	@echo "make repro PROFILE=birds-offline | gpu-pokemon | gpu-birds  - a profile (params.<name>.yaml; README)"
 	@echo "make test   - create/update .venv, install, run the test suite"
 	@echo "make ui     - MLflow UI on http://127.0.0.1:5000, opened on the runs list (the URL is printed)"
 	@echo "make lab    - JupyterLab on http://127.0.0.1:8888"
@@ -41,7 +42,11 @@ $(STAMP): pyproject.toml
 repro: venv
 	@git rev-parse --git-dir >/dev/null 2>&1 || (git init -q && git add -A && git -c user.name=polarcatalog -c user.email=polarcatalog@localhost commit -qm "initial snapshot")
 	@test -d .dvc || $(BIN)/dvc init -q
+ifeq ($(strip $(PROFILE)),)
 	$(BIN)/dvc repro
+else
+	$(BIN)/polarcatalog profile $(PROFILE)
+endif
 
 # OS packages some tests start for real: PostgreSQL (team mode) and a headless Chromium (the MLflow UI check).
 # Installed with apt-get when missing (as root, or through sudo); elsewhere, install them the way your OS does.

@@ -17,7 +17,7 @@ def test_repo_params_are_valid_and_match_paper_defaults():
     "override, key, hint",
     [
         ({"curate.chunk_wordz": 40}, "curate.chunk_wordz", "allowed keys here"),
-        ({"datasett": {}}, "datasett", "allowed keys here: ablations, curate, dataset"),
+        ({"datasett": {}}, "datasett", "allowed keys here: ablations, birds, curate, dataset"),
         ({"curate.chunk_words": "forty"}, "curate.chunk_words", "valid integer"),
         ({"curate.chunk_words": 0}, "curate.chunk_words", "greater than or equal to 5"),
         ({"retrieval.lam": 1.5}, "retrieval.lam", "less than or equal to 1"),

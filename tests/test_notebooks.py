@@ -6,11 +6,13 @@ import nbformat
 import pytest
 import yaml
 
+from polarcatalog.app.stages import PIPELINES
 from tests.conftest import ROOT
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-# foreach stages keep their definition under `do`
-STAGES = {name: s.get("do", s) for name, s in yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"].items()}
+# foreach stages keep their definition under `do`; every pipeline (the default and the bird pipeline)
+STAGES = {name: s.get("do", s) for file in PIPELINES if (ROOT / file).is_file()
+          for name, s in yaml.safe_load((ROOT / file).read_text())["stages"].items()}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

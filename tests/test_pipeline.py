@@ -85,7 +85,7 @@ def test_every_stage_reads_only_what_dvc_yaml_declares(repo):
     notebook read (recorded under POLARCATALOG_AUDIT, see polarcatalog.app.audit) must be declared for it."""
     root, env = repo
     records, problems = {}, {}
-    for stage in stage_names(root):
+    for stage in stage_names(root, ("dvc.yaml",)):  # the bird pipeline's stages: tests/test_birds_pipeline.py
         if "run-notebook" not in declaration(root, stage)["cmd"]:
             continue  # `check`: validates params.yaml in the CLI, outside any notebook
         path = Path(env[audit.ENV]) / f"{stage}.json"

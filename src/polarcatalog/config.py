@@ -316,6 +316,22 @@ class Kg(_Section):
         return v
 
 
+class Birds(_Section):
+    """The bird pipeline (`birds/dvc.yaml`, VR-RAG's domain): AviList 2025's catalog, its taxonomy graph, text-query
+    retrieval from CUB's descriptors, the anchor filter on clip-art birds, the five benchmarks' split lists."""
+
+    # reference data, beside the repository by default: cub/ (attributes, descriptors_cub.json), vrrag_splits/
+    # (the test split lists), openclipart_birds/ (clip-art birds for the anchor filter)
+    reference_dir: str = "../shared/data"
+    species_limit: int | None = Field(None, ge=1)  # null = all 11,131 AviList species; N = the first N (smoke runs)
+    articles: Literal["taxonomy", "wikipedia"] = "taxonomy"  # taxonomy: the checklist's sentence (offline) | wikipedia
+    wikipedia_api: str = "https://en.wikipedia.org/w/api.php"
+    wikipedia_interval_s: float = Field(1.0, ge=0.0)  # at least this long between two API requests
+    benchmarks: list[Literal["cub", "birdsnap", "nabirds", "inat", "indian"]] = Field(
+        default_factory=lambda: ["cub", "birdsnap", "nabirds", "inat", "indian"], min_length=1)
+    image_root: Folder = None  # the benchmarks' photos: <image_root>/<benchmark>/<Class>/<file>.jpg (counted when set)
+
+
 class Reader(_Section):
     """VR-RAG's recognition step (Table 3): an MLLM reads the query image with the top-k summaries and names the
     species. No model = no reader: the answerer is the visual re-ranker (Eq. 2), as the reports say."""
@@ -343,6 +359,7 @@ class Params(_Section):
     eval: Eval = Field(default_factory=Eval)
     kg: Kg = Field(default_factory=Kg)
     reader: Reader = Field(default_factory=Reader)
+    birds: Birds = Field(default_factory=Birds)
     tracking: Tracking = Field(default_factory=Tracking)
 
     @model_validator(mode="after")
@@ -458,6 +475,11 @@ def validate(raw: dict[str, Any], source: str = "params", overridden: Iterable[s
 
 def load_params(path: str | Path = "params.yaml", overrides: dict[str, Any] | None = None) -> Params:
     """Read, merge overrides, validate. Raises ParamsError naming each bad key."""
+    return validate(apply_overrides(read_params_yaml(path), overrides), str(path), overrides or ())
+
+
+def read_params_yaml(path: str | Path) -> dict[str, Any]:
+    """A params (or profile) file as plain YAML data, read with the params rules (no aliases, no duplicate keys)."""
     path = Path(path)
     if not path.is_file():
         raise ParamsError(f"params file not found: {path.resolve()} (run from the repository root)")
@@ -469,7 +491,7 @@ def load_params(path: str | Path = "params.yaml", overrides: dict[str, Any] | No
         raise ParamsError(f"{path}: not valid params YAML: {exc}") from None
     if raw is None:
         raise ParamsError(f"{path}: no params in it (empty or only comments); restore it with `git checkout {path}`")
-    return validate(apply_overrides(raw, overrides), str(path), overrides or ())
+    return raw
 
 
 class _ParamsLoader(yaml.SafeLoader):

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from polarcatalog import __version__
-from polarcatalog.app import team
+from polarcatalog.app import profiles, team
 from polarcatalog.app.plots_page import write_template
 from polarcatalog.app.evaluate import evaluate_folder
 from polarcatalog.config import ParamsError, load_params, parse_override
@@ -25,10 +26,11 @@ def check_params(
     params: Path = typer.Option(Path("params.yaml"), help="params file to validate"),
     stamp: Optional[Path] = typer.Option(None, help="on success write this file (always the same bytes) instead of "
                                          "printing: the `check` stage's output, which every other stage depends on"),
+    profile: Optional[str] = typer.Option(None, help=f"validate params.yaml with a profile's overlay: {', '.join(profiles.PROFILES)}"),
 ) -> None:
     """Validate a params file; print the resolved params as JSON, or each bad key and exit 2."""
     try:
-        p = load_params(params)
+        p = profiles.resolve(profile, params.parent)[0] if profile else load_params(params)
     except ParamsError as err:
         typer.echo(str(err), err=True)
         raise typer.Exit(2) from None
@@ -37,6 +39,27 @@ def check_params(
         return
     stamp.parent.mkdir(parents=True, exist_ok=True)
     stamp.write_text("params.yaml validated\n")
+
+
+@app.command()
+def profile(
+    name: str = typer.Argument(..., help=f"one of: {', '.join(profiles.PROFILES)}"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the DVC command instead of running it"),
+) -> None:
+    """Run a profile (what `make repro PROFILE=<name>` calls): validate params.yaml with the profile's overlay
+    (params.<name>.yaml) before any compute, then `dvc repro` or `dvc exp run -S ...` of its pipeline."""
+    try:
+        cmd = profiles.command(name)
+    except ParamsError as err:
+        typer.echo(str(err), err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"profile {name}: {profiles.get(name).about}\n$ " + " ".join(_quoted(a) for a in cmd))
+    if not dry_run:
+        os.execvp(cmd[0], cmd)  # the DVC process takes over this one: its progress and exit code are the user's
+
+
+def _quoted(arg: str) -> str:
+    return shlex.quote(arg)
 
 
 @app.command()

@@ -62,3 +62,14 @@ def kg(d: dict[str, Any]) -> dict[str, Any]:
     out = {"kg entities": d["graph"]["entities"],
            **{f"test completeness ({s})": _value(t[f"all queries/{s}/completeness"]) for s in ("baseline", "budget-matched", "+KGret")}}
     return out | (_with_ci("test +KGret - matched completeness (deficit)", gain) if gain else {})
+
+
+def birds(d: dict[str, Any]) -> dict[str, Any]:
+    """The bird reference run: open-world text retrieval (descriptors joined, all species) with its CI, the anchor
+    filter's AUC, and CUB's matched classes."""
+    t = d["text_retrieval"]
+    cub = next((b for b in d["benchmarks"] if b["benchmark"] == "cub"), None)
+    return {"bird species": d["catalog"]["species"],
+            **_with_ci("test text mRR@1 (all species)", t["all catalog species/descriptors joined/mRR@1"]),
+            **_with_ci("test text R@10 (all species)", t["all catalog species/descriptors joined/R@10"]),
+            "anchor filter AUC": d["anchor_filter"]["auc"], **({"cub classes matched": cub["matched"]} if cub else {})}

@@ -1,4 +1,4 @@
-"""dvc.yaml, read: which stage runs a notebook, and what each stage declares.
+"""dvc.yaml (and birds/dvc.yaml), read: which stage runs a notebook, and what each stage declares.
 
 A `foreach` stage is one stage per item, named `<stage>@<item>` as DVC names it, with `${item}` substituted in
 its `do` block. Tracking logs the params a stage declares (`tracking.declared_params`), and the read audit
@@ -13,14 +13,29 @@ from typing import Any
 import yaml
 
 
-def _stages(root: Path) -> dict[str, dict[str, Any]]:
-    return yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+# The pipelines: the embedded default (`dvc repro`), and the bird pipeline (`dvc repro birds/dvc.yaml`, run by
+# `make repro PROFILE=birds-offline`), kept apart so the default run never needs the bird reference data.
+PIPELINES = ("dvc.yaml", "birds/dvc.yaml")
 
 
-def stage_names(root: Path) -> list[str]:
-    """Every stage of dvc.yaml, `foreach` expanded: `ablate` -> `ablate@lam`, `ablate@top_k`."""
+def _stages(root: Path, pipelines: tuple[str, ...] = PIPELINES) -> dict[str, dict[str, Any]]:
+    """Every stage of the pipelines, by name (stage names are unique across the pipelines)."""
+    out: dict[str, dict[str, Any]] = {}
+    for file in pipelines:
+        path = root / file
+        if not path.is_file():
+            continue
+        for name, stage in yaml.safe_load(path.read_text())["stages"].items():
+            if name in out:
+                raise ValueError(f"stage {name!r} is defined in two pipelines; stage names must be unique")
+            out[name] = stage
+    return out
+
+
+def stage_names(root: Path, pipelines: tuple[str, ...] = PIPELINES) -> list[str]:
+    """Every stage of the pipelines, `foreach` expanded: `ablate` -> `ablate@lam`, `ablate@top_k`."""
     return [f"{name}@{item}" if "foreach" in stage else name
-            for name, stage in _stages(root).items() for item in stage.get("foreach", [None])]
+            for name, stage in _stages(root, pipelines).items() for item in stage.get("foreach", [None])]
 
 
 def dvc_stage(root: Path, notebook: str, item: str | None = None) -> str:

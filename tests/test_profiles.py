@@ -1,0 +1,71 @@
+"""Run profiles: every params.<name>.yaml passes check-params, and the DVC command a profile runs carries exactly its
+overlay's values through `dvc exp run -S` (parsed back with the grammar DVC itself uses)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from polarcatalog.app import profiles
+from polarcatalog.config import ParamsError
+from tests.conftest import ROOT
+
+CLI = str(Path(sys.executable).parent / "polarcatalog")
+
+
+def test_every_profile_file_is_registered_and_every_profile_has_its_file():
+    files = {p.name for p in ROOT.glob("params.*.yaml")}
+    assert files == {p.overlay for p in profiles.PROFILES.values()} == \
+        {"params.birds-offline.yaml", "params.gpu-pokemon.yaml", "params.gpu-birds.yaml"}
+
+
+@pytest.mark.parametrize("name", list(profiles.PROFILES))
+def test_every_profile_passes_check_params(name):
+    proc = subprocess.run([CLI, "check-params", "--profile", name], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert yaml.safe_load(proc.stdout)  # the resolved params, as JSON
+
+
+def test_the_gpu_profile_is_the_papers_setup():
+    params, changed = profiles.resolve("gpu-pokemon", ROOT)
+    r = params.retrieval
+    assert (r.r, r.k, r.lam, r.chunks) == (100, 5, 0.7, "multimodal")
+    assert [str(e) for e in r.ensemble] == ["open_clip:ViT-L-14:openai", "open_clip:ViT-L-14:laion2b_s32b_b82k",
+                                            "open_clip:ViT-L-16-SigLIP-256:webli"]
+    assert str(r.reranker) == "hf:facebook/dinov2-large"
+    assert params.reader.model == params.graph.vlm_model == params.curate.vlm_model == "Qwen/Qwen2.5-VL-7B-Instruct"
+    assert params.graph.verifier == "vlm" and params.encoders.device == "cuda"
+    assert "retrieval.r" not in changed  # already the default: not passed to -S
+
+
+@pytest.mark.parametrize("name", list(profiles.PROFILES))
+def test_the_dvc_command_carries_the_overlay(name):
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # what `dvc exp run -S` parses with
+
+    cmd = profiles.command(name, ROOT)
+    _, changed = profiles.resolve(name, ROOT)
+    if not changed:
+        assert cmd == ["dvc", "repro", profiles.get(name).pipeline]
+        return
+    assert cmd[:6] == ["dvc", "exp", "run", profiles.get(name).pipeline, "-n", name]
+    sets = cmd[7::2]
+    parsed = {o.key_or_group: o.value() for o in OverridesParser.create().parse_overrides(sets)}
+    assert parsed == changed
+
+
+def test_birds_offline_is_the_bird_pipeline_as_configured_and_bad_profiles_fail_naming_the_file(tmp_path):
+    assert profiles.command("birds-offline", ROOT) == ["dvc", "repro", "birds/dvc.yaml"]
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    (tmp_path / "params.gpu-birds.yaml").write_text("retrieval:\n  lam: 1.5\n")
+    with pytest.raises(ParamsError, match=r"profile gpu-birds \(params.gpu-birds.yaml\).*retrieval.lam"):
+        profiles.command("gpu-birds", tmp_path)
+    with pytest.raises(ParamsError, match="unknown profile 'gpu'; allowed: birds-offline, gpu-pokemon, gpu-birds"):
+        profiles.get("gpu")
+    with pytest.raises(ParamsError, match="quotes"):
+        profiles.hydra_value('a "b"')
+    proc = subprocess.run([CLI, "profile", "gpu-birds", "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "$ dvc exp run birds/dvc.yaml -n gpu-birds -S 'birds.articles=\"wikipedia\"'" in proc.stdout
