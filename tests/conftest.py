@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -55,3 +59,35 @@ def solid_image():
         return Image.fromarray(a)
 
     return make
+
+
+def run_ok(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 900) -> subprocess.CompletedProcess:
+    """Run a command for real; fail the test with the tail of its output when it fails."""
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def snapshot_repo(repo: Path, edit_params: Callable[[dict[str, Any]], None], extra_env: dict[str, str],
+                  skip: tuple[str, ...] = ()) -> dict[str, str]:
+    """A git repository at `repo` holding this checkout's tracked files (those under `skip` left out), params.yaml
+    edited by `edit_params`, committed; returns the environment to run `dvc` in it (this venv's bin first, an MLflow
+    store of its own)."""
+    import yaml
+
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    for rel in filter(None, tracked.split("\0")):
+        if (ROOT / rel).is_file() and not rel.startswith(skip):
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, repo / rel)
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    edit_params(params)
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "MLFLOW_TRACKING_URI": f"sqlite:///{repo}/mlflow.db", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", **extra_env}
+    env.pop("POLARCATALOG_ROOT", None)
+    run_ok(["git", "init", "-q"], repo, env)
+    run_ok(["git", "add", "-A"], repo, env)
+    run_ok(["git", "commit", "-qm", "snapshot"], repo, env)
+    return env

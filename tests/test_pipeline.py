@@ -21,47 +21,31 @@ from PIL import Image
 
 from polarcatalog.app import audit
 from polarcatalog.app.stages import declaration, stage_names
-from tests.conftest import ROOT, SHARED_DATA
+from tests.conftest import ROOT, SHARED_DATA, run_ok, snapshot_repo
 
 pytestmark = pytest.mark.slow
 N_SPECIES = 12
 
 
-def _sh(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    return proc
-
-
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     repo = tmp_path_factory.mktemp("pipeline") / "repo"
-    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    for rel in filter(None, tracked.split("\0")):
-        if (ROOT / rel).is_file():
-            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, repo / rel)
-    params = yaml.safe_load((repo / "params.yaml").read_text())
-    params["dataset"]["species_limit"] = N_SPECIES
-    params["curate"]["distractor_fraction"] = 0.25
-    params["retrieval"]["r"] = 20
-    params["retrieval"]["min_center_batch"] = 8
-    params["ablations"]["lam"] = [0.0, 0.5, 1.0]
-    # the opt-in local views, end to end: embedded as cells of every anchor, read by the global_local proposer
-    params["encoders"]["local_grid"] = 2
-    params["ablations"]["coverage"] += ["global_local:6", "global_local:12"]
-    pokeapi, birds = SHARED_DATA / "pokeapi", SHARED_DATA / "openclipart_birds"
-    params["curate"]["pokeapi_dir"] = str(pokeapi) if pokeapi.is_dir() else None
-    params["curate"]["bird_eval_dir"] = str(birds) if birds.is_dir() else None
-    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "MLFLOW_TRACKING_URI": f"sqlite:///{repo}/mlflow.db", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", audit.ENV: str(repo.parent / "audit")}
-    env.pop("POLARCATALOG_ROOT", None)
-    _sh(["git", "init", "-q"], repo, env)
-    _sh(["git", "add", "-A"], repo, env)
-    _sh(["git", "commit", "-qm", "snapshot"], repo, env)
-    _sh(["dvc", "repro"], repo, env)
+
+    def edit(params: dict) -> None:
+        params["dataset"]["species_limit"] = N_SPECIES
+        params["curate"]["distractor_fraction"] = 0.25
+        params["retrieval"]["r"] = 20
+        params["retrieval"]["min_center_batch"] = 8
+        params["ablations"]["lam"] = [0.0, 0.5, 1.0]
+        # the opt-in local views, end to end: embedded as cells of every anchor, read by the global_local proposer
+        params["encoders"]["local_grid"] = 2
+        params["ablations"]["coverage"] += ["global_local:6", "global_local:12"]
+        pokeapi, birds = SHARED_DATA / "pokeapi", SHARED_DATA / "openclipart_birds"
+        params["curate"]["pokeapi_dir"] = str(pokeapi) if pokeapi.is_dir() else None
+        params["curate"]["bird_eval_dir"] = str(birds) if birds.is_dir() else None
+
+    env = snapshot_repo(repo, edit, {audit.ENV: str(repo.parent / "audit")})
+    run_ok(["dvc", "repro"], repo, env)
     return repo, env
 
 
@@ -146,7 +130,7 @@ def test_cli_evaluate_runs_the_kg_experiment_on_a_users_folder(repo, tmp_path):
     for slug in ("ivysaur", "charmeleon", "wartortle"):
         (q / slug).mkdir(parents=True)
         shutil.copy(sprites / f"{slug}.png", q / slug / "a.png")
-    out = _sh([cli, "evaluate", "--queries", str(q), "--kgret", "2", "--out", str(tmp_path / "o")], root, env).stdout
+    out = run_ok([cli, "evaluate", "--queries", str(q), "--kgret", "2", "--out", str(tmp_path / "o")], root, env).stdout
     assert "+KGret (B = 2)" in out and "budget-matched top-7 completeness" in out, out
     m = json.loads((tmp_path / "o/metrics.json").read_text())["kgret"]
     assert m["B"] == 2 and m["labelled"] == 3 and 0 <= m["completeness (labelled)"] <= 1
@@ -156,7 +140,7 @@ def test_cli_evaluate_runs_the_kg_experiment_on_a_users_folder(repo, tmp_path):
     for listed, added in zip(pred["predicted_names"].map(ast.literal_eval), pred["bridged_names"].map(ast.literal_eval)):
         assert len(listed) <= 5 + 2 and len(added) <= 2 and set(added) <= set(listed)
     # composed with a constraint: the same evidence sets, re-ordered by the polarized memory (hard: no conflict first)
-    _sh([cli, "evaluate", "--queries", str(q), "--kgret", "2", "--where", "a green Pokémon that is not a fire type",
+    run_ok([cli, "evaluate", "--queries", str(q), "--kgret", "2", "--where", "a green Pokémon that is not a fire type",
          "--strength", "hard", "--out", str(tmp_path / "w")], root, env)
     both = pd.read_csv(tmp_path / "w/predictions.csv")
     for states, listed, before in zip(both["states"].map(json.loads), both["predicted_names"].map(ast.literal_eval),
@@ -249,7 +233,7 @@ def test_each_stage_declares_a_few_flat_headline_numbers(repo):
     assert all(path.startswith("reports/metrics/") for path in declared) and len(declared) == len(stages) - 2  # not check, report
     files = {f.stem: json.loads(f.read_text()) for f in (root / "reports/metrics").glob("*.json")}
     assert set(files) == {"fetch", "curation", "embed", "retrieval", "graph", "kg", "ablate_lam", "ablate_top_k",
-                          "ablate_constraint", "ablate_coverage", "ablate_bridge"}
+                          "ablate_constraint", "ablate_coverage", "ablate_bridge", "birds"}  # birds: birds/dvc.yaml
     for name, values in files.items():
         assert 1 <= len(values) <= 8 and all(isinstance(v, (int, float)) for v in values.values()), (name, values)
     keys = [k for values in files.values() for k in values]
@@ -311,7 +295,7 @@ def test_changing_a_lambda_value_reruns_only_the_lambda_sweep(repo):
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["ablations"]["lam"] = [0.0, 0.25, 0.5, 1.0]
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    out = _sh(["dvc", "repro"], root, env).stdout
+    out = run_ok(["dvc", "repro"], root, env).stdout
     ran = [line for line in out.splitlines() if line.startswith("Running stage")]
     assert ran == ["Running stage 'check':", "Running stage 'ablate@lam':", "Running stage 'report':"], out
     assert sorted(json.loads((root / "reports/ablate_lam.json").read_text())["test"]["mRR@1"]) == ["0.0", "0.25", "0.5", "1.0"]
@@ -330,7 +314,7 @@ def test_cli_evaluate_on_a_tiny_folder(repo, tmp_path):
     Image.new("RGB", (64, 48), "white").save(q / "Squirtle" / "blank.jpg")
     Image.new("RGBA", (96, 96), (0, 0, 0, 0)).save(q / "bulbasaur" / "transparent.png")
     (q / "bulbasaur" / "README.txt").write_text("where these came from")
-    out = _sh([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(q), "--out", str(tmp_path / "out")], root, env).stdout
+    out = run_ok([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(q), "--out", str(tmp_path / "out")], root, env).stdout
     assert "3 labelled queries" in out and "broken.png" in out and "blank: one colour" in out, out
     assert "1 file(s) skipped, not images by their suffix" in out and "bulbasaur/README.txt" in out
     metrics = json.loads((tmp_path / "out/metrics.json").read_text())
@@ -346,7 +330,7 @@ def test_cli_evaluate_on_a_tiny_folder(repo, tmp_path):
     # labels from a CSV instead of folders; an unknown species id is counted, not scored
     labels = tmp_path / "labels.csv"
     labels.write_text("image,species_id\nbulbasaur/a.png,1\nSquirtle/a.png,7\n4/a.png,99999\n")  # 99999: no such species
-    _sh([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(q), "--labels", str(labels),
+    run_ok([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(q), "--labels", str(labels),
          "--out", str(tmp_path / "out2")], root, env)
     m2 = json.loads((tmp_path / "out2/metrics.json").read_text())
     assert m2["labelled"]["n"] == 2 and m2["unknown_labels"] == 1
@@ -364,7 +348,7 @@ def test_cli_evaluate_with_a_constraint_in_words(repo, tmp_path):
         (q / slug).mkdir(parents=True)
         shutil.copy(sprites / f"{slug}.png", q / slug / "a.png")
     where = "a green Pokémon that is not a fire type"
-    out = _sh([cli, "evaluate", "--queries", str(q), "--where", where, "--strength", "hard", "--out", str(tmp_path / "o")], root, env).stdout
+    out = run_ok([cli, "evaluate", "--queries", str(q), "--where", where, "--strength", "hard", "--out", str(tmp_path / "o")], root, env).stdout
     assert "has ['colour:green'], not_has ['type:fire'] (hard" in out
     pred = pd.read_csv(tmp_path / "o/predictions.csv")
     for states in pred["states"].map(json.loads):
@@ -372,7 +356,7 @@ def test_cli_evaluate_with_a_constraint_in_words(repo, tmp_path):
     m = json.loads((tmp_path / "o/metrics.json").read_text())
     assert m["constraint"]["has"] == ["colour:green"] and m["constraint"]["strength"] == "hard"
     assert any(set(st) != {0} for st in pred["states"].map(json.loads))  # the memory decides some candidates
-    _sh([cli, "evaluate", "--queries", str(q), "--out", str(tmp_path / "p")], root, env)  # unconstrained: no states
+    run_ok([cli, "evaluate", "--queries", str(q), "--out", str(tmp_path / "p")], root, env)  # unconstrained: no states
     assert all(set(st) == {0} for st in pd.read_csv(tmp_path / "p/predictions.csv")["states"].map(json.loads))
     # a bad constraint fails before any image is encoded: a new image in the folder never reaches the feature cache
     Image.open(sprites / "bulbasaur.png").transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(q / "bulbasaur" / "mirrored.png")
@@ -413,7 +397,7 @@ def test_cli_adapts_the_anchors_to_a_folder_at_another_scale_once(repo, tmp_path
             for slug in slugs:
                 (path / slug).mkdir(parents=True)
                 shutil.copy(sprites / f"{slug}.png", path / slug / "a.png")
-        out = _sh([cli, "evaluate", "--queries", str(path), "--out", str(tmp_path / f"o_{name}")], root, env).stdout
+        out = run_ok([cli, "evaluate", "--queries", str(path), "--out", str(tmp_path / f"o_{name}")], root, env).stdout
         runs[name] = (json.loads((tmp_path / f"o_{name}/metrics.json").read_text()), out)
     smooth, printed = runs["smooth3"]
     scale = smooth["anchor_scale"]
@@ -423,13 +407,13 @@ def test_cli_adapts_the_anchors_to_a_folder_at_another_scale_once(repo, tmp_path
     assert runs["nearest4"][0]["anchor_scale"]["measured"] == runs["plain"][0]["anchor_scale"]["measured"]
     assert runs["nearest4"][0]["anchor_scale"]["used"] == runs["plain"][0]["anchor_scale"]["used"]
     # the second run on the smooth folder hits the cache: no query and no anchor is encoded again
-    _sh([cli, "evaluate", "--queries", str(tmp_path / "smooth3"), "--out", str(tmp_path / "o_again")], root, env)
+    run_ok([cli, "evaluate", "--queries", str(tmp_path / "smooth3"), "--out", str(tmp_path / "o_again")], root, env)
     again = json.loads((tmp_path / "o_again/metrics.json").read_text())
     assert again["feature_cache"]["anchors"]["misses"] == 0 and again["feature_cache"]["queries"]["misses"] == 0
     assert again["feature_cache"]["anchors"]["hits"] == smooth["feature_cache"]["anchors"]["misses"]
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "o_again/predictions.csv"), pd.read_csv(tmp_path / "o_smooth3/predictions.csv"))
     # the catalog's own anchors on request
-    _sh([cli, "evaluate", "--queries", str(tmp_path / "smooth3"), "--anchor-scale", "catalog", "--out", str(tmp_path / "o_cat")], root, env)
+    run_ok([cli, "evaluate", "--queries", str(tmp_path / "smooth3"), "--anchor-scale", "catalog", "--out", str(tmp_path / "o_cat")], root, env)
     assert json.loads((tmp_path / "o_cat/metrics.json").read_text())["anchor_scale"]["used"] == catalog
 
 
@@ -451,20 +435,20 @@ def test_queued_experiments_from_an_unactivated_shell_reach_the_project_store(re
     bare = {k: v for k, v in env.items() if k != "MLFLOW_TRACKING_URI"}
     bare["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if Path(p) != Path(sys.executable).parent)
     # as on a fresh clone after `make repro`: results committed (a queued copy gets git's files and DVC's cache)
-    _sh(["git", "add", "-A"], root, env)
-    _sh(["git", "commit", "-qm", "results of the tiny run"], root, env)
+    run_ok(["git", "add", "-A"], root, env)
+    run_ok(["git", "commit", "-qm", "results of the tiny run"], root, env)
     grids = {"lam-low": "[0.0,0.2,0.4]", "lam-high": "[0.6,0.8,1.0]"}
     for name, grid in grids.items():
-        _sh([dvc, "exp", "run", "--queue", "-S", f"ablations.lam={grid}", "--name", name], root, bare)
-    _sh([dvc, "queue", "start", "-j", "2"], root, bare)
+        run_ok([dvc, "exp", "run", "--queue", "-S", f"ablations.lam={grid}", "--name", name], root, bare)
+    run_ok([dvc, "queue", "start", "-j", "2"], root, bare)
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
-        status = _sh([dvc, "queue", "status"], root, bare).stdout
+        status = run_ok([dvc, "queue", "status"], root, bare).stdout
         if not any(word in status for word in ("Queued", "Running")):
             break
         time.sleep(5)
     assert "Success" in status and "Failed" not in status, status
-    shown = json.loads(_sh([dvc, "exp", "show", "--json"], root, bare).stdout)
+    shown = json.loads(run_ok([dvc, "exp", "show", "--json"], root, bare).stdout)
     names = {e["name"] for rev in shown for e in rev.get("experiments") or []}
     assert set(grids) <= names, shown
     mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])  # the store at the repo root, which nothing passed to DVC
@@ -478,7 +462,7 @@ def test_queued_experiments_from_an_unactivated_shell_reach_the_project_store(re
     assert yaml.safe_load(sweeps["lam-low"].data.params["ablations.lam"]) == [0.0, 0.2, 0.4]
     chosen = {name: r.data.metrics for name, r in sweeps.items()}
     assert all(m for m in chosen.values()), chosen
-    show = _sh([dvc, "exp", "show", "--no-pager", "--only-changed", "--md"], root, {**bare, "COLUMNS": "250"}).stdout
+    show = run_ok([dvc, "exp", "show", "--no-pager", "--only-changed", "--md"], root, {**bare, "COLUMNS": "250"}).stdout
     assert "lam-low" in show and "chosen lam (dev)" in show and "ablations.lam" in show
 
 
@@ -489,8 +473,8 @@ def test_dvc_plots_diff_renders_without_network(repo, tmp_path):
 
     root, env = repo
     cli = str(Path(sys.executable).parent / "polarcatalog")
-    _sh([cli, "plots-template", "--cache", str(ROOT / "data/cache/npm")], root, env)
-    _sh(["dvc", "plots", "diff", "HEAD", "-o", str(tmp_path / "plots")], root, env)
+    run_ok([cli, "plots-template", "--cache", str(ROOT / "data/cache/npm")], root, env)
+    run_ok(["dvc", "plots", "diff", "HEAD", "-o", str(tmp_path / "plots")], root, env)
     page_file = tmp_path / "plots" / "index.html"
     assert "cdn.jsdelivr" not in page_file.read_text()
     plots = yaml.safe_load((root / "dvc.yaml").read_text())["plots"]
@@ -570,7 +554,7 @@ def test_team_mode_a_stage_runs_against_postgresql_and_a_tracking_server(repo, t
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         team.wait_for_server(url, process=server)
-        _sh(["dvc", "repro", "--force", "--single-item", "ablate@top_k"], root, {**env, "MLFLOW_TRACKING_URI": url})
+        run_ok(["dvc", "repro", "--force", "--single-item", "ablate@top_k"], root, {**env, "MLFLOW_TRACKING_URI": url})
         client = MlflowClient(url)
         runs = client.search_runs([client.get_experiment_by_name("polarcatalog").experiment_id])
         (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
@@ -599,40 +583,40 @@ def test_a_dvc_remote_carries_data_features_and_figures_to_another_checkout(repo
     commit and lock `dvc pull`s every output and has nothing to recompute."""
     root, env = repo
     remote, other = tmp_path / "remote", tmp_path / "other"
-    _sh(["dvc", "remote", "add", "--local", "--default", "team", str(remote)], root, env)
+    run_ok(["dvc", "remote", "add", "--local", "--default", "team", str(remote)], root, env)
     try:
-        _sh(["dvc", "push"], root, env)
+        run_ok(["dvc", "push"], root, env)
     finally:
-        _sh(["dvc", "remote", "remove", "--local", "team"], root, env)
+        run_ok(["dvc", "remote", "remove", "--local", "team"], root, env)
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, text=True, check=True).stdout
     for rel in [*filter(None, tracked.split("\0")), "dvc.lock"]:
         (other / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(root / rel, other / rel)
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "clone"],
                 ["dvc", "remote", "add", "--local", "--default", "team", str(remote)], ["dvc", "pull"]):
-        _sh(cmd, other, env)
+        run_ok(cmd, other, env)
     for rel in ("data/features/manifest.json", "data/processed/graph/scores.npz", "reports/figures/retrieval_table.png"):
         assert (other / rel).read_bytes() == (root / rel).read_bytes(), rel
-    assert "up to date" in _sh(["dvc", "status"], other, env).stdout
+    assert "up to date" in run_ok(["dvc", "status", "dvc.yaml"], other, env).stdout
 
 
 def test_second_repro_does_nothing_and_forced_rerun_is_identical(repo):
     root, env = repo
     before = (root / "reports/curation.json").read_bytes()
     start = time.perf_counter()
-    out = _sh(["dvc", "repro"], root, env).stdout
+    out = run_ok(["dvc", "repro"], root, env).stdout
     assert time.perf_counter() - start < 30
     assert "didn't change, skipping" in out and "Running stage" not in out
-    assert "up to date" in _sh(["dvc", "status"], root, env).stdout
-    _sh(["dvc", "repro", "--force", "--single-item", "curate"], root, env)
+    assert "up to date" in run_ok(["dvc", "status", "dvc.yaml"], root, env).stdout
+    run_ok(["dvc", "repro", "--force", "--single-item", "curate"], root, env)
     assert (root / "reports/curation.json").read_bytes() == before  # seeded: identical metrics
     # the results section names the last commit of code or params: a test above committed, so refresh that line first
-    _sh(["dvc", "repro", "--force", "--single-item", "report"], root, env)
+    run_ok(["dvc", "repro", "--force", "--single-item", "report"], root, env)
     lock = (root / "dvc.lock").read_text()
     for stage, metrics in (("graph", "graph.json"),
                            ("ablate_polar@constraint", "ablate_constraint.json"), ("report", "README.md")):
         before = (root / "reports" / metrics).read_bytes()
-        _sh(["dvc", "repro", "--force", "--single-item", stage], root, env)
+        run_ok(["dvc", "repro", "--force", "--single-item", stage], root, env)
         assert (root / "reports" / metrics).read_bytes() == before, metrics
     # every output's hash too (no timings in a report, no unseeded figure): `dvc.lock` does not churn on a rerun
     assert (root / "dvc.lock").read_text() == lock
