@@ -247,8 +247,10 @@ def filter_figure(images: pd.DataFrame, threshold: float, name: str):
     import seaborn as sns  # heavy (same)
 
     fig, ax = plt.subplots(figsize=(6, 2.6))
-    sns.stripplot(data=images.assign(kind=images["is_bird"].map({True: "clip-art bird", False: "non-bird photo"})),
-                  x="score", y="kind", hue="keep", ax=ax, size=5, jitter=0.2)
+    # a swarm, not a jittered strip: the strip's jitter draws from numpy's global generator, so the same numbers gave a
+    # different PNG on every run (and a changed dvc.lock)
+    sns.swarmplot(data=images.assign(kind=images["is_bird"].map({True: "clip-art bird", False: "non-bird photo"})),
+                  x="score", y="kind", hue="keep", ax=ax, size=4)
     ax.axvline(threshold, color="grey", ls="--", lw=1)
     ax.set_xlabel("ImageNet P(bird) (sum over its bird classes)" if name == "imagenet_bird" else f"{name}: P(Yes)")
     ax.set_ylabel("")
