@@ -1,4 +1,4 @@
-"""The bird pipeline's steps (`birds/dvc.yaml`, notebooks/birds/): what VR-RAG's bird setting can honestly run without
+"""The bird pipeline's steps (`birds/dvc.yaml`, notebooks 10_birds_catalog and 11_birds_reference): what VR-RAG's bird setting can honestly run without
 photos, and the data paths its photo runs start from.
 
 - `catalog`: AviList 2025's 11,131 species, each with a text (the checklist's sentence offline; the Wikipedia article's
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from polarcatalog.config import Birds, Params
-from polarcatalog.curate.anchors import AnchorFilter, ImageNetBirdFilter, create_anchor_filter
+from polarcatalog.curate.anchors import ImageNetBirdFilter, VLMFilter, create_anchor_filter
 from polarcatalog.curate.pipeline import bird_filter_eval
 from polarcatalog.curate.summarize import create_summarizer
 from polarcatalog.data.bird_benchmarks import load_benchmark
@@ -61,7 +61,7 @@ def catalog(params: Params, wiki_cache: Path = WIKI_CACHE) -> pd.DataFrame:
     cat = BirdCatalog()
     species = cat.species.head(bp.species_limit) if bp.species_limit else cat.species
     species = species.rename(columns={"common": "name"}).copy()
-    taxonomy = BirdCatalog(cat.species).taxonomy_text()[: len(species)]
+    taxonomy = cat.taxonomy_text()[: len(species)]
     if bp.articles == "taxonomy":
         species["text"], species["text_source"] = taxonomy, "avilist-2025"
         species["summary"] = species["text"]
@@ -99,13 +99,12 @@ def text_queries(bp: Birds, cat: BirdCatalog, species: pd.DataFrame) -> pd.DataF
     """CUB's descriptors per class, matched to catalog species (the loader's matching); classes whose species is not
     in this catalog (a `species_limit` run, or unmatched) are listed with `species_id` -1."""
     descriptors = json.loads(reference(bp, "cub", "descriptors_cub.json").read_text(encoding="utf-8"))
-    in_catalog = set(species["scientific"])
+    row_of = dict(zip(species["scientific"], species["species_id"]))
     rows = []
     for cls, items in descriptors.items():
         m = cat.match(cls)
-        sid = int(cat.species.loc[cat.species["scientific"] == m.species, "species_id"].iloc[0]) \
-            if m.species in in_catalog else -1
-        rows.append({"class": cls, "species": m.species, "how": m.how, "species_id": sid, "descriptors": list(items),
+        rows.append({"class": cls, "species": m.species, "how": m.how, "species_id": int(row_of.get(m.species, -1)),
+                     "descriptors": list(items),
                      # the a-priori query forms (none chosen on results): every descriptor in one sentence
                      "joined": "A bird with " + "; ".join(items) + "."})
     return pd.DataFrame(rows)
@@ -156,7 +155,7 @@ def text_retrieval(galleries: list[tuple[str, np.ndarray, np.ndarray]], joined_v
     return pd.DataFrame(rows)
 
 
-def anchor_filter(params: Params) -> AnchorFilter:
+def anchor_filter(params: Params) -> ImageNetBirdFilter | VLMFilter:
     """The bird anchor filter: the paper's VLM question with `curate.anchor_filter: vlm` (GPU), else ImageNet P(bird)."""
     cur, enc = params.curate, params.encoders
     if cur.anchor_filter == "vlm":
@@ -165,19 +164,18 @@ def anchor_filter(params: Params) -> AnchorFilter:
     return ImageNetBirdFilter(create_encoder(cur.filter_encoder, "image", enc.device, enc.runtime), cur.bird_threshold)
 
 
-def filter_eval(bp: Birds, bird_filter: AnchorFilter, quarantine: Quarantine, resamples: int, seed: int,
+def filter_eval(bp: Birds, bird_filter: ImageNetBirdFilter | VLMFilter, quarantine: Quarantine, resamples: int, seed: int,
                 level: float) -> tuple[pd.DataFrame, dict[str, object]]:
     """The filter on every clip-art bird vs scikit-image's non-bird photos; precision/recall with image-bootstrap CIs
     and the rank AUC (threshold-free)."""
     images, pr = bird_filter_eval(reference(bp, "openclipart_birds"), bird_filter, quarantine)
-    threshold = float(images.attrs.get("threshold", np.nan))
     keep, is_bird = images["keep"].to_numpy(), images["is_bird"].to_numpy()
     boot = Bootstrap.over(np.arange(len(images)), resamples, seed, level)
     recall = boot.subset(is_bird).interval(keep.astype(float))
     precision = boot.subset(keep).interval(is_bird.astype(float)) if keep.any() else None
     pos, neg = images.loc[is_bird, "score"].to_numpy(), images.loc[~is_bird, "score"].to_numpy()
     auc = float(((pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])).mean())
-    return images, {**pr, "filter": getattr(bird_filter, "name", type(bird_filter).__name__), "threshold": threshold, "birds": int(is_bird.sum()), "non_birds": int((~is_bird).sum()),
+    return images, {**pr, "filter": bird_filter.name, "threshold": bird_filter.threshold, "birds": int(is_bird.sum()), "non_birds": int((~is_bird).sum()),
                     "recall_ci": [recall.ci_low, recall.ci_high],
                     "precision_ci": [precision.ci_low, precision.ci_high] if precision else None, "auc": round(auc, 4)}
 

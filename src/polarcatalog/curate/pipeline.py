@@ -148,5 +148,4 @@ def bird_filter_eval(bird_dir: str | Path, anchor_filter: AnchorFilter, quaranti
         "is_bird": [True] * len(birds) + [False] * len(others),
         "score": result.scores, "keep": result.keep,
     })
-    table.attrs["threshold"] = result.threshold
     return table, precision_recall(table["keep"].to_numpy(), table["is_bird"].to_numpy())

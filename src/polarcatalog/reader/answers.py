@@ -35,12 +35,12 @@ class Match:
     answer: str  # the parsed name
     species_id: int | None
     how: str  # exact | alias | fuzzy | none
-    score: float  # 1 for exact/alias, the similarity ratio for fuzzy, best ratio seen for none
+    score: float  # 1 for exact/alias, the similarity ratio for fuzzy, 0 for none
 
 
 class SpeciesMatcher:
-    """Names and aliases of the catalog's species, compared by `names.name_key`; fuzzy = difflib's ratio over the
-    keys, at or above `threshold` (0.85: one or two letters off in a typical name, not a different congener)."""
+    """Names and aliases of the catalog's species, compared by `names.name_key`; fuzzy = difflib's closest key
+    (`get_close_matches`), its ratio at or above `threshold` (0.85: one or two letters off in a typical name, not a different congener)."""
 
     def __init__(self, names: Mapping[int, str], aliases: Mapping[int, Iterable[str]] | None = None, threshold: float = 0.85):
         if not 0 < threshold <= 1:
@@ -51,7 +51,7 @@ class SpeciesMatcher:
         for i, al in (aliases or {}).items():
             for a in al:
                 self.alias.setdefault(name_key(a), int(i))
-        self._keys = list({**self.alias, **self.exact}.items())  # exact names win a clash
+        self._keys = {**self.alias, **self.exact}  # every spelling -> species; exact names win a clash
 
     def match(self, text: str) -> Match:
         answer = parse_answer(text)
@@ -62,16 +62,7 @@ class SpeciesMatcher:
             return Match(answer, self.exact[key], "exact", 1.0)
         if key in self.alias:
             return Match(answer, self.alias[key], "alias", 1.0)
-        best, best_id = 0.0, None
-        sm = difflib.SequenceMatcher(autojunk=False)
-        sm.set_seq2(key)
-        for k, i in self._keys:
-            sm.set_seq1(k)
-            if sm.real_quick_ratio() <= best or sm.quick_ratio() <= best:
-                continue
-            r = sm.ratio()
-            if r > best:
-                best, best_id = r, i
-        if best >= self.threshold:
-            return Match(answer, best_id, "fuzzy", best)
-        return Match(answer, None, "none", best)
+        close = difflib.get_close_matches(key, self._keys, n=1, cutoff=self.threshold)
+        if close:
+            return Match(answer, self._keys[close[0]], "fuzzy", difflib.SequenceMatcher(None, key, close[0]).ratio())
+        return Match(answer, None, "none", 0.0)
