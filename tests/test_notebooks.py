@@ -71,3 +71,4 @@ def test_run_notebook_imports_the_checkouts_src_and_reports_each_cell_quietly(tm
     assert numbered == ["1/4", "2/4", "3/4", "4/4"], proc.stderr  # the parameters cell is 1, the injected one unnumbered
     assert proc.stderr.splitlines()[-2].endswith("import os, pc_checkout_probe")
     assert "WARNING" not in proc.stderr and "Executing" not in proc.stderr, proc.stderr
+    assert "IPKernelApp" not in proc.stderr, proc.stderr  # nor its shutdown-time "KeyboardInterrupt caught" (CI, once)

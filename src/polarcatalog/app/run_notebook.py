@@ -6,8 +6,9 @@
   workspace, which is the wrong code for a `dvc exp run --temp` or queued experiment, whose copy lives under
   `.dvc/tmp/exps/` and may differ from the workspace by the time the queue runs.
 - `params_file` and `executed_notebook` are injected the same way for every stage.
-- The kernel's own start-up warning (ipykernel's "running over TCP without encryption", printed for every stage)
-  is silenced: the kernel listens on 127.0.0.1 only, for the one client that started it.
+- The kernel's own log is silenced: its start-up warning (ipykernel's "running over TCP without encryption",
+  printed for every stage; the kernel listens on 127.0.0.1 only, for the one client that started it) and its
+  shutdown-time "KeyboardInterrupt caught" (see below).
 - The terminal gets one line per code cell (its number, first line and time); long cells also draw their own progress
   bars there (`polarcatalog.progress`), with count, rate and ETA.
 - The kernel's BLAS is pinned (`polarcatalog.numerics`), so a stage's numbers do not depend on the machine.
@@ -62,7 +63,10 @@ def run_notebook(notebook: Path, output: Path, parameters: dict[str, Any], root:
     papermill.execute_notebook(
         str(notebook), str(output), parameters=params, kernel_name="python3", language="python", cwd=str(root),
         progress_bar=False,
-        # the kernel's log: its TCP-transport warning on every start, nothing else at WARNING level in practice
-        extra_arguments=["--IPKernelApp.log_level=ERROR"], on_cell_start=cell_started, on_cell_executed=cell_done,
+        # The kernel's own log is noise for a stage: its TCP-transport warning on every start, and at shutdown
+        # "KeyboardInterrupt caught in kernel." at ERROR, because jupyter_client always sends SIGINT before its
+        # shutdown request and, on a busy machine, the kernel can still be in the tail of the last cell's handler.
+        # A failing cell still surfaces in full: papermill raises with its traceback and the executed notebook has it.
+        extra_arguments=["--IPKernelApp.log_level=CRITICAL"], on_cell_start=cell_started, on_cell_executed=cell_done,
     )
     print(f"[{stage}] done in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
