@@ -172,7 +172,8 @@ def test_local_views_are_overlapping_cells_with_their_own_cache_keys(tiny_clip_n
 def test_views_cut_from_one_decode_equal_the_per_view_path(tiny_clip_name, images, tmp_path):
     """The embed stage decodes an image once and cuts every view from it (`derive`, `encode_image_views`); each view
     must be exactly what the one-view path (`apply`, `encode_image_files`) gives, image for image and vector for vector."""
-    views = [Preprocess(True, 20), Preprocess(True, 20, flip=True), *local_views(Preprocess(True, 20), 2), Preprocess(False, None, True)]
+    views = [Preprocess(True, 20), Preprocess(True, 20, flip=True), *local_views(Preprocess(True, 20), 2), Preprocess(False, None, True),
+             Preprocess(True, 20, flip=True, grey=True), Preprocess(True, 20, hue_shift=120)]
     im = Image.open(images[1]).convert("RGB")
     for one, each in zip(derive(im, views), views):
         assert np.array_equal(np.asarray(one), np.asarray(apply(im, each)))
@@ -187,6 +188,27 @@ def test_views_cut_from_one_decode_equal_the_per_view_path(tiny_clip_name, image
     again, _ = encode_image_views(enc, images, tmp_path / "together", views, stats=stats)
     assert stats == {"hits": len(views) * len(images), "misses": 0}  # a second run decodes and encodes nothing
     np.testing.assert_array_equal(np.stack(again), np.stack(together))
+
+
+def test_colour_views_keep_the_drawing_and_change_only_its_colours():
+    """Grey: three equal channels at the image's luminance; a hue shift moves a pure red to green (120°) and to blue
+    (240°), keeps white and grey, and 360° is the image itself. Both are cut from the same decode as the plain view,
+    and their cache keys differ from it (the plain view's key is unchanged, so old caches stay valid)."""
+    a = np.full((20, 30, 3), 255, np.uint8)
+    a[5:15, 5:15] = (255, 0, 0)
+    a[5:15, 15:25] = (128, 128, 128)
+    im = Image.fromarray(a)
+    plain, grey, green, blue, full = derive(im, [Preprocess(False), Preprocess(False, grey=True), Preprocess(False, hue_shift=120),
+                                                 Preprocess(False, hue_shift=240), Preprocess(False, hue_shift=360)])
+    g = np.asarray(grey).astype(int)
+    assert (g[..., 0] == g[..., 1]).all() and (g[..., 1] == g[..., 2]).all()
+    assert g[10, 10, 0] == 76 and g[0, 0, 0] == 255  # ITU-R 601 luma of pure red: 0.299 * 255
+    assert np.asarray(green)[10, 10].argmax() == 1 and np.asarray(blue)[10, 10].argmax() == 2
+    for shifted in (green, blue):
+        assert (np.asarray(shifted)[0, 0] == 255).all() and (np.abs(np.asarray(shifted)[10, 20].astype(int) - 128) <= 1).all()
+    assert np.array_equal(np.asarray(full), np.asarray(plain))
+    keys = {Preprocess(True, 48).key(), Preprocess(True, 48, grey=True).key(), Preprocess(True, 48, hue_shift=120).key()}
+    assert len(keys) == 3 and Preprocess(True, 48).key() == '{"content_box": true, "scale_to": 48}'
 
 
 def test_onnx_runtime_gives_the_torch_features_of_the_packaged_efficientnet():

@@ -7,6 +7,8 @@ work at all (cropping both to the content box and scale-matching moved Lite0's m
   upsamples it, so both carry the same level of detail;
 - unblock: pixel art shown enlarged (an exact nearest-neighbour upscale) is first brought back to its native pixels,
   so a sprite at 3x is seen as the sprite it is;
+- grey / hue shift: colour-robust views for palette swaps (shiny sprites), measured as levers in
+  `benchmarks/colour_levers.py`;
 - flip: the mirror image. Sprites face either way: the retrieval averages an image's features with its flip's
   (`Workspace.with_flips`), for anchors and, as a test-time flip, for queries;
 - cell: one local view (PolarMem's "local slices"): an overlapping grid cell of the content square, then
@@ -20,6 +22,7 @@ import json
 from dataclasses import asdict, dataclass, replace
 from typing import Sequence
 
+import numpy as np
 from PIL import Image, ImageOps
 
 from polarcatalog.data.regions import content_box, grid_cell, unblock
@@ -32,10 +35,13 @@ class Preprocess:
     flip: bool = False  # the mirror image
     cell: tuple[int, int, int] | None = None  # (grid, row, col) of a local view; None = the global view
     unblock: bool = False  # first undo an exact nearest-neighbour upscale (pixel art shown at 2x, 3x, ...)
+    grey: bool = False  # luminance only (ITU-R 601), as three equal channels
+    hue_shift: int = 0  # degrees added to every pixel's hue (HSV): the same drawing in another palette
 
     def key(self) -> str:
         d = asdict(self)
-        for name, default in (("cell", None), ("flip", False), ("unblock", False)):  # unset options stay out: older keys stay valid
+        for name, default in (("cell", None), ("flip", False), ("unblock", False), ("grey", False),
+                              ("hue_shift", 0)):  # unset options stay out: older keys stay valid
             if d[name] == default:
                 del d[name]
         return json.dumps(d, sort_keys=True)
@@ -67,8 +73,18 @@ def derive(image: Image.Image, views: Sequence[Preprocess]) -> list[Image.Image]
         key = (v.unblock, v.content_box, v.cell, v.scale_to)
         if key not in scaled:
             scaled[key] = _cut_and_scale(bases[v.unblock, v.content_box], v)
-        out.append(ImageOps.mirror(scaled[key]) if v.flip else scaled[key])
+        im = ImageOps.mirror(scaled[key]) if v.flip else scaled[key]
+        out.append(_recolour(im, v))
     return out
+
+
+def _recolour(im: Image.Image, opts: Preprocess) -> Image.Image:
+    """The colour-robust views (palette swaps keep the drawing and change its colours): hue shifted, then grey."""
+    if opts.hue_shift % 360:
+        hsv = np.asarray(im.convert("RGB").convert("HSV")).copy()
+        hsv[..., 0] = (hsv[..., 0].astype(np.int16) + round(opts.hue_shift % 360 / 360 * 256)) % 256
+        im = Image.fromarray(hsv, "HSV").convert("RGB")
+    return ImageOps.grayscale(im).convert("RGB") if opts.grey else im
 
 
 def _cut_and_scale(im: Image.Image, opts: Preprocess) -> Image.Image:

@@ -1,0 +1,176 @@
+"""Colour-robust levers for palette swaps (shiny sprites), chosen on dev and reported on test with CIs.
+
+A shiny sprite is the same drawing in another palette, and the catalog's artwork shows the regular palette only. Three
+levers give the configured retrieval features that care less about colour; each lever's setting (which encoders it
+touches, and the weight w of the colour-robust part) is chosen on **dev** mRR@1, then read once on **test**:
+
+- grey views: every anchor and query also seen in grey; an encoder's feature is [colour, w * grey] (the cosine is a
+  weighted mean of the colour and the grey cosines);
+- grey anchor prototype: each anchor's feature is colour + w * grey (queries unchanged: the catalog covers both);
+- hue-shifted anchor prototype: each anchor's feature is colour + w * mean(hue + 120°, hue + 240°).
+
+    .venv/bin/python benchmarks/colour_levers.py
+
+Needs a finished embed stage. Every new view goes through the feature cache (about 2 min here the first time, seconds
+after). Writes reports/benchmarks/colour_levers.{json,md}. Not a DVC stage: the cold `dvc repro` stays within its time
+budget, and none of these levers is configured (none helped on dev when last measured: see the report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from polarcatalog.app.workflows import catalog_for, protocol_for, query_values, run_retrieval
+from polarcatalog.config import load_params
+from polarcatalog.encoders import create_encoder
+from polarcatalog.encoders.preprocess import Preprocess
+from polarcatalog.eval.metrics import RANK_METRICS
+from polarcatalog.eval.protocol import ci_text, diff_text
+from polarcatalog.features.encode import encode_image_views
+from polarcatalog.features.workspace import Workspace, average_flips, load_workspace
+from polarcatalog.io import write_json
+from polarcatalog.paths import FEATURE_CACHE, FEATURES, PROCESSED
+from polarcatalog.retrieval.vrrag import query_encoders
+from polarcatalog.vectors import l2_normalise
+
+ROOT = Path(__file__).resolve().parents[1]
+HUES = (120, 240)
+
+
+@dataclass(frozen=True)
+class Extra:
+    """One encoder's colour-robust features: grey anchors and queries (flips averaged, like the configured views) and
+    hue-shifted anchors (one view per shift)."""
+
+    grey_anchors: np.ndarray
+    grey_queries: np.ndarray
+    hue_anchors: np.ndarray
+
+
+def encode_extras(ws: Workspace, params, names: list[str]) -> dict[str, Extra]:
+    e = params.encoders
+    anchor = Preprocess(e.content_box, ws.manifest["anchor_scale"])
+    query = Preprocess(e.content_box, None, unblock=True)
+    out = {}
+    for name in names:
+        enc = create_encoder(e.spec(name), "image", e.device, e.runtime)
+        flip = lambda v: [v, v.flipped()] if ws.has_flips else [v]  # noqa: E731
+        anchor_views = [*flip(replace(anchor, grey=True)), *(replace(anchor, hue_shift=h) for h in HUES)]
+        a, ok = encode_image_views(enc, ws.anchors["path"].tolist(), ROOT / FEATURE_CACHE, anchor_views, batch_size=e.batch_size,
+                                   role="anchor")
+        q, q_ok = encode_image_views(enc, ws.queries["path"].tolist(), ROOT / FEATURE_CACHE, flip(replace(query, grey=True)),
+                                     shas=ws.queries["sha256"].tolist(), batch_size=e.batch_size)
+        if not (ok.all() and q_ok.all()):
+            raise SystemExit("a curated image no longer loads; rerun the curate stage")
+        g = len(anchor_views) - len(HUES)
+        out[name] = Extra(average_flips(*a[:g]) if g == 2 else a[0], average_flips(*q) if len(q) == 2 else q[0],
+                          l2_normalise(np.sum(a[g:], axis=0)))
+    return out
+
+
+def lever_workspace(ws: Workspace, extras: dict[str, Extra], lever: str, names: tuple[str, ...], w: float) -> Workspace:
+    """The workspace with `lever` applied to the encoders `names` (the others keep their features)."""
+    af, qf = dict(ws.anchor_f), dict(ws.query_f)
+    for n in names:
+        x = extras[n]
+        if lever == "grey views":
+            af[n] = l2_normalise(np.hstack([ws.anchor_f[n], w * x.grey_anchors]))
+            qf[n] = l2_normalise(np.hstack([ws.query_f[n], w * x.grey_queries]))
+        elif lever == "grey anchor prototype":
+            af[n] = l2_normalise(ws.anchor_f[n] + w * x.grey_anchors)
+        elif lever == "hue-shifted anchor prototype":
+            af[n] = l2_normalise(ws.anchor_f[n] + w * x.hue_anchors)
+        else:
+            raise ValueError(lever)
+    return replace(ws, anchor_f=af, query_f=qf)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--weights", type=float, nargs="+", default=[0.3, 0.5, 1.0])
+    args = ap.parse_args()
+    os.chdir(ROOT)
+    params = load_params("params.yaml")
+    rp = params.retrieval
+    ws = load_workspace(FEATURES, PROCESSED)
+    if any(t is not None for t in ws.native_text.values()) and rp.chunks != "anchors":
+        raise SystemExit("these levers change image features only; run them with retrieval.chunks: anchors")
+    protocol = protocol_for(ws, params)
+    gold = ws.queries["species_id"].to_numpy()
+    m1 = RANK_METRICS.index("mRR@1")
+    names = query_encoders(rp.ensemble, rp.reranker)
+    extras = encode_extras(ws, params, names)
+
+    def values(variant: Workspace) -> np.ndarray:
+        _, _, ranking = run_retrieval(variant, catalog_for(variant, rp), rp)
+        return query_values(ranking, gold)[:, m1]
+
+    base = values(ws)
+    scopes = {"ensemble": tuple(rp.ensemble), "re-ranker": (rp.reranker,) if rp.reranker else (), "both": tuple(names)}
+    scopes = {k: v for k, v in scopes.items() if v}
+    trials = []  # every (lever, scope, w), dev and test: the dev columns choose, the test columns are read once per lever
+    for lever, (scope, touched), w in itertools.product(("grey views", "grey anchor prototype", "hue-shifted anchor prototype"),
+                                                        scopes.items(), args.weights):
+        v = values(lever_workspace(ws, extras, lever, touched, w))
+        trials.append({"lever": lever, "encoders": scope, "w": w, "v": v,
+                       **{f"{s} {g}": protocol.mean(v, s, g) for s in ("dev", "test") for g in ("all", "regular", "shiny")}})
+    rows = [{"lever": "none (configured)", "chosen on dev": "—", "dev mRR@1": 100 * protocol.mean(base, "dev"), "dev Δ": "baseline",
+             "dev shiny": 100 * protocol.mean(base, "dev", "shiny"), "test mRR@1 [95% CI]": ci_text(protocol.interval(base)),
+             "Δ vs configured": "baseline", "test regular": ci_text(protocol.interval(base, "test", "regular")),
+             "test shiny": ci_text(protocol.interval(base, "test", "shiny")), "Δ shiny": "baseline"}]
+    gains = {}
+    for lever, group in itertools.groupby(trials, key=lambda t: t["lever"]):
+        best = max(group, key=lambda t: t["dev all"])
+        v = best["v"]
+        dev_gain = protocol.difference(v, base, "dev")
+        gains[lever] = dev_gain
+        rows.append({"lever": lever, "chosen on dev": f"{best['encoders']}, w {best['w']:g}", "dev mRR@1": 100 * best["dev all"],
+                     "dev Δ": diff_text(dev_gain),
+                     "dev shiny": 100 * best["dev shiny"], "test mRR@1 [95% CI]": ci_text(protocol.interval(v)),
+                     "Δ vs configured": diff_text(protocol.difference(v, base)),
+                     "test regular": ci_text(protocol.interval(v, "test", "regular")),
+                     "test shiny": ci_text(protocol.interval(v, "test", "shiny")),
+                     "Δ shiny": diff_text(protocol.difference(v, base, "test", "shiny"))})
+    table = pd.DataFrame(rows).round(1)
+    # a lever costs encodings (more views per image), so it is configured only when its dev gain is more than noise
+    helped = [lever for lever, gain in gains.items() if gain.value > 0 and gain.excludes_zero()]
+    oracle = max(trials, key=lambda t: t["test shiny"])
+    dev_shiny = max(trials, key=lambda t: t["dev shiny"])
+    base_dev_shiny = protocol.mean(base, "dev", "shiny")
+    detail = pd.DataFrame([{k: (round(100 * x, 1) if isinstance(x, float) and k not in ("w",) else x)
+                            for k, x in t.items() if k != "v"} for t in trials])
+    out = ROOT / "reports/benchmarks"
+    write_json({"configured": {"ensemble": rp.ensemble, "reranker": rp.reranker, "lam": rp.lam}, "hues": HUES,
+                "weights": args.weights, "chosen": rows, "trials": detail.to_dict("records")}, out / "colour_levers.json")
+    verdict = (f"On dev, {', '.join(helped)} beat the configured pipeline's mRR@1 beyond noise (paired CI above 0)" if helped else
+               "On dev, no lever beats the configured pipeline's mRR@1 beyond noise (a lever costs encodings, so it is "
+               "configured only when its paired dev CI is above 0); none is configured")
+    (out / "colour_levers.md").write_text(
+        "# Colour-robust levers for palette swaps (shiny sprites)\n\n"
+        f"The configured retrieval ({'+'.join(rp.ensemble)}, re-ranker {rp.reranker}, λ = {rp.lam}) with one lever at a time. "
+        f"Each lever's setting (which encoders it touches; w in {args.weights}) is chosen on **dev** mRR@1 ({protocol.describe()['dev_queries']} "
+        "queries), then read once on **test**, in %, with 95 % species-bootstrap CIs; Δ is paired against the configured "
+        "pipeline, `*` where its CI excludes 0. Command: `.venv/bin/python benchmarks/colour_levers.py`.\n\n"
+        + table.to_markdown(index=False) + "\n\n"
+        f"- {verdict}.\n"
+        f"- The best dev shiny score of any setting is {100 * dev_shiny['dev shiny']:.1f} ({dev_shiny['lever']}, "
+        f"{dev_shiny['encoders']}, w {dev_shiny['w']:g}) against the configured {100 * base_dev_shiny:.1f}"
+        + (": on dev the colour-robust views do not help the shiny sprites either.\n" if dev_shiny["dev shiny"] <= base_dev_shiny
+           else f", at dev regular {100 * dev_shiny['dev regular']:.1f} (configured {100 * protocol.mean(base, 'dev', 'regular'):.1f}).\n")
+        + f"- Chosen on **test** instead (not a result: tuning on test, shown only to size the gap), the best test shiny "
+        f"score of any setting is {100 * oracle['test shiny']:.1f} ({oracle['lever']}, {oracle['encoders']}, w {oracle['w']:g}), "
+        f"at test regular {100 * oracle['test regular']:.1f} (configured: shiny {100 * protocol.mean(base, 'test', 'shiny'):.1f}, "
+        f"regular {100 * protocol.mean(base, 'test', 'regular'):.1f}).\n\n"
+        "## Every setting tried (dev chooses; test shown for completeness)\n\n" + detail.to_markdown(index=False) + "\n")
+    print(table.to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()
