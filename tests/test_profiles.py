@@ -51,7 +51,7 @@ def test_the_dvc_command_carries_the_overlay(name):
     if not changed:
         assert cmd == ["dvc", "repro", profiles.get(name).pipeline]
         return
-    assert cmd[:6] == ["dvc", "exp", "run", profiles.get(name).pipeline, "-n", name]
+    assert cmd[:5] == ["dvc", "exp", "run", profiles.get(name).pipeline, "-n"] and cmd[5].startswith(name)
     sets = cmd[7::2]
     parsed = {o.key_or_group: o.value() for o in OverridesParser.create().parse_overrides(sets)}
     assert parsed == changed
@@ -69,3 +69,18 @@ def test_birds_offline_is_the_bird_pipeline_as_configured_and_bad_profiles_fail_
         profiles.hydra_value('a "b"')
     proc = subprocess.run([CLI, "profile", "gpu-birds", "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "$ dvc exp run birds/dvc.yaml -n gpu-birds -S 'birds.articles=\"wikipedia\"'" in proc.stdout
+
+
+def test_a_rerun_of_a_profile_on_the_same_commit_gets_the_next_free_experiment_name(tmp_path):
+    """DVC refuses a second experiment of one name on one commit; the profile's rerun is `<name>-2`, then `-3`."""
+    git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True, text=True).stdout.strip()  # noqa: E731
+    assert profiles.experiment_name("gpu-pokemon", tmp_path) == "gpu-pokemon"  # not a git repository
+    git("init", "-q")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "base")
+    head = git("rev-parse", "HEAD")
+    assert profiles.experiment_name("gpu-pokemon", tmp_path) == "gpu-pokemon"
+    for taken in ("gpu-pokemon", "gpu-pokemon-2", "gpu-birds"):  # where `dvc exp run -n` keeps an experiment
+        git("update-ref", f"refs/exps/{head[:2]}/{head[2:]}/{taken}", head)
+    git("update-ref", f"refs/exps/00/{'0' * 38}/gpu-pokemon-3", head)  # another commit's experiment does not count
+    assert profiles.experiment_name("gpu-pokemon", tmp_path) == "gpu-pokemon-3"
+    assert profiles.experiment_name("birds-offline", tmp_path) == "birds-offline"

@@ -6,11 +6,13 @@ the overlay before any compute, then runs
 - `dvc exp run <pipeline> -n <name> -S key=value ...` otherwise: a DVC experiment, so the profile's params, metrics
   and plots sit beside the default's in `dvc exp show` and in MLflow (each stage run is tagged with the experiment).
   As with any `dvc exp run`, params.yaml in the workspace then holds the profile's values; `git checkout params.yaml`
-  returns to the default.
+  returns to the default. A rerun on the same commit is named `<name>-2`, `<name>-3`, ... (`experiment_name`).
 """
 
 from __future__ import annotations
 
+import itertools
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,4 +95,17 @@ def command(name: str, root: Path = Path(".")) -> list[str]:
     if not changed:
         return ["dvc", "repro", prof.pipeline]
     sets = [a for k, v in changed.items() for a in ("-S", f"{k}={hydra_value(v)}")]
-    return ["dvc", "exp", "run", prof.pipeline, "-n", name, *sets]
+    return ["dvc", "exp", "run", prof.pipeline, "-n", experiment_name(name, root), *sets]
+
+
+def experiment_name(name: str, root: Path = Path(".")) -> str:
+    """`name`, or for a rerun on the same commit the next free `name-2`, `name-3`, ...: DVC refuses a second
+    experiment of one name on one commit, and its `-f` would also force every stage to rerun (hours on the GPU
+    profile), where a rerun under a new name reruns only what changed. Outside a git repository: `name`."""
+    git = lambda *args: subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout  # noqa: E731
+    try:
+        head = git("rev-parse", "HEAD").strip()
+        taken = {ref.rsplit("/", 1)[-1] for ref in git("for-each-ref", "--format=%(refname)", f"refs/exps/{head[:2]}/{head[2:]}/").split()}
+    except (OSError, subprocess.CalledProcessError):
+        return name
+    return next(n for n in itertools.chain([name], (f"{name}-{i}" for i in itertools.count(2))) if n not in taken)
