@@ -146,3 +146,16 @@ def test_offline_fails_at_once_with_a_clear_message(tmp_path):
     with pytest.raises(WikipediaError, match=r"looks offline.*rerun with network"):
         f.articles(["Black-footed albatross"])
     assert f.requests == 1 and sleeps == []
+
+
+def test_offline_is_read_from_the_socket_error_under_the_wrappers_not_only_from_the_text():
+    import requests
+
+    from polarcatalog.data.wikipedia import _offline
+
+    lookup = requests.ConnectionError("boom")
+    lookup.__cause__ = socket.gaierror(-3, "x")  # a failed name lookup, whatever the wrappers' text says
+    unreachable = requests.ConnectionError("boom", OSError(101, "x"))
+    assert _offline(lookup) and _offline(unreachable)
+    dropped = requests.ConnectionError("Connection aborted.", ConnectionResetError(104, "Connection reset by peer"))
+    assert not _offline(dropped)  # dropped mid-answer: retried with backoff, not reported as offline

@@ -10,9 +10,11 @@ message that says so and where the cache is. Nothing here runs at import, and no
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import socket
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -176,9 +178,23 @@ def _seconds(value: str | None) -> float | None:
         return None  # an HTTP date: fall back to the backoff
 
 
-def _offline(error: Exception) -> bool:
-    """A failure to resolve or to connect at all (not a connection dropped mid-answer)."""
+def _offline(error: BaseException) -> bool:
+    """A failure to resolve or to connect at all (not a connection dropped mid-answer). requests wraps urllib3, which
+    wraps the socket error: walk the chain for the socket-level cause (a failed name lookup, a refused or unreachable
+    connection); the message text is the fallback for wrappers that keep only the text."""
+    stack, seen = [error], set()
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, (socket.gaierror, ConnectionRefusedError)) or getattr(e, "errno", None) in _UNREACHABLE:
+            return True
+        stack += [e.__cause__, e.__context__, getattr(e, "reason", None), *(a for a in e.args if isinstance(a, BaseException))]
     text = str(error).lower()
     return any(s in text for s in ("name or service not known", "temporary failure in name resolution",
                                    "nodename nor servname", "failed to resolve", "connection refused",
                                    "network is unreachable", "no route to host"))
+
+
+_UNREACHABLE = {errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ECONNREFUSED}
