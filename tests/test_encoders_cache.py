@@ -209,6 +209,7 @@ def test_colour_views_keep_the_drawing_and_change_only_its_colours():
     assert np.array_equal(np.asarray(full), np.asarray(plain))
     keys = {Preprocess(True, 48).key(), Preprocess(True, 48, grey=True).key(), Preprocess(True, 48, hue_shift=120).key()}
     assert len(keys) == 3 and Preprocess(True, 48).key() == '{"content_box": true, "scale_to": 48}'
+    assert '"unblock": 2' in Preprocess(True, None, unblock=True).key()  # the unblock algorithm's version (lossy copies)
 
 
 def test_onnx_runtime_gives_the_torch_features_of_the_packaged_efficientnet():

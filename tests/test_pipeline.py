@@ -372,26 +372,26 @@ def test_cli_evaluate_with_a_constraint_in_words(repo, tmp_path):
 def test_cli_adapts_the_anchors_to_a_folder_at_another_scale_once(repo, tmp_path):
     """A user's folder unlike the box sprites: the same sprites enlarged 3x (smooth) and 4x (nearest neighbour) on
     larger canvases. Smooth enlargement is a new scale: the anchors are re-encoded at it, label-free, and a second run
-    finds every vector in the feature cache. Nearest-neighbour enlargement is the same pixel art: it is measured at
-    its native pixels, like the sprites themselves."""
+    finds every vector in the feature cache. Nearest-neighbour enlargement is the same pixel art, even saved as a JPEG:
+    it is measured at its native pixels, like the sprites themselves."""
     root, env = repo
     cli = str(Path(sys.executable).parent / "polarcatalog")
     sprites = root / "data/raw/pokesprite/package/pokemon-gen8/regular"
     slugs = ("bulbasaur", "ivysaur", "charmander", "squirtle", "caterpie", "weedle")
     catalog = json.loads((root / "data/features/manifest.json").read_text())["anchor_scale"]
 
-    def folder(name: str, factor: int, resample: Image.Resampling) -> Path:
+    def folder(name: str, factor: int, resample: Image.Resampling, suffix: str = "png") -> Path:
         for slug in slugs:
             (tmp_path / name / slug).mkdir(parents=True)
             im = Image.open(sprites / f"{slug}.png").convert("RGBA")
             big = Image.new("RGBA", (68 * factor + 37, 56 * factor + 21), (255, 255, 255, 255))
             big.alpha_composite(im.resize((68 * factor, 56 * factor), resample), (13, 7))
-            big.convert("RGB").save(tmp_path / name / slug / "a.png")
+            big.convert("RGB").save(tmp_path / name / slug / f"a.{suffix}")
         return tmp_path / name
 
     runs = {}
     for name, path in (("plain", None), ("smooth3", folder("smooth3", 3, Image.Resampling.BICUBIC)),
-                       ("nearest4", folder("nearest4", 4, Image.Resampling.NEAREST))):
+                       ("nearest4", folder("nearest4", 4, Image.Resampling.NEAREST, "jpg"))):
         if path is None:
             path = tmp_path / "plain"
             for slug in slugs:
@@ -404,7 +404,7 @@ def test_cli_adapts_the_anchors_to_a_folder_at_another_scale_once(repo, tmp_path
     assert scale["setting"] == "auto" and scale["catalog"] == catalog
     assert scale["measured"] >= 2.5 * runs["plain"][0]["anchor_scale"]["measured"] and scale["used"] > 2 * catalog
     assert smooth["feature_cache"]["anchors"]["misses"] > 0 and "not the catalog's" in printed
-    assert runs["nearest4"][0]["anchor_scale"]["measured"] == runs["plain"][0]["anchor_scale"]["measured"]
+    assert abs(runs["nearest4"][0]["anchor_scale"]["measured"] - runs["plain"][0]["anchor_scale"]["measured"]) <= 1
     assert runs["nearest4"][0]["anchor_scale"]["used"] == runs["plain"][0]["anchor_scale"]["used"]
     # the second run on the smooth folder hits the cache: no query and no anchor is encoded again
     run_ok([cli, "evaluate", "--queries", str(tmp_path / "smooth3"), "--out", str(tmp_path / "o_again")], root, env)

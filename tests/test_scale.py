@@ -3,6 +3,8 @@ folder gets from it."""
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -39,6 +41,34 @@ def test_a_nearest_neighbour_enlargement_is_measured_at_its_native_pixels(f):
     back = np.asarray(unblock(big))
     target = np.asarray(im)[10:30, 15:40]  # the subject comes back pixel for pixel
     assert any(np.array_equal(back[y : y + 20, x : x + 25], target) for y in range(back.shape[0] - 19) for x in range(back.shape[1] - 24))
+
+
+@pytest.mark.parametrize("f,fmt,quality", [(3, "JPEG", 60), (5, "JPEG", 40), (2, "WEBP", 80), (4, "WEBP", 60)])
+def test_a_lossy_copy_of_an_enlargement_is_still_measured_at_its_native_pixels(f, fmt, quality):
+    """A screenshot of a sprite at 3x saved as JPEG: no colour change is exactly on the grid any more, but the edge
+    energy is, so the block pitch is still found and the block centres give the sprite back, to within the codec."""
+    rng = np.random.default_rng(f)  # a sprite's flat colour regions (patches of 2-5 px, on no grid), on white
+    rows, cols = (np.repeat(np.arange(n), rng.integers(2, 6, n))[:size] for n, size in ((10, 20), (12, 25)))
+    a = np.full((40, 55, 3), 255, np.uint8)
+    a[10:30, 15:40] = rng.integers(0, 200, (10, 12, 3))[rows[:, None], cols[None, :]]
+    im = Image.fromarray(a)
+    buf = io.BytesIO()
+    enlarged(im, f, (300, 260), (13, 7)).save(buf, fmt, quality=quality)
+    lossy = Image.open(buf).convert("RGB")
+    codec = np.abs(np.asarray(lossy).astype(int) - np.asarray(enlarged(im, f, (300, 260), (13, 7))).astype(int))
+    assert pixel_block(lossy)[0] == f
+    assert 25 <= content_side(lossy) <= 27  # the codec's ringing may tint a block or two of the white around it
+    back = np.asarray(unblock(lossy)).astype(int)
+    target = np.asarray(im)[10:30, 15:40].astype(int)
+    best = min(np.abs(back[y : y + 20, x : x + 25] - target).mean() for y in range(back.shape[0] - 19) for x in range(back.shape[1] - 24))
+    subject = codec[7 + 10 * f : 7 + 30 * f, 13 + 15 * f : 13 + 40 * f]
+    assert best <= subject.mean()  # no worse than the codec's own error on the subject's pixels (block centres)
+
+
+def test_a_lossy_copy_of_a_native_image_is_not_taken_for_pixel_art():
+    buf = io.BytesIO()
+    sprite(40, 33).save(buf, "JPEG", quality=40)  # JPEG's own 8-px blocks must not read as an 8x upscale
+    assert pixel_block(Image.open(buf).convert("RGB"))[0] == 1
 
 
 def test_a_smooth_image_is_not_taken_for_pixel_art():

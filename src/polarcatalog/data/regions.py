@@ -35,24 +35,59 @@ def content_box(image: Image.Image, pad_frac: float = 0.04) -> Image.Image:
 
 
 def pixel_block(image: Image.Image, max_factor: int = 16) -> tuple[int, int, int]:
-    """(f, x0, y0): the factor and grid offset of an exact nearest-neighbour upscale (pixel art shown at 3x gives f 3),
-    f 1 for any other image. Every colour change of an f-times upscale lies on one grid of pitch f, so f is the gcd of
-    the gaps between the columns (and rows) where the colour changes."""
+    """(f, x0, y0): the factor and grid offset of a nearest-neighbour upscale (pixel art shown at 3x gives f 3), f 1
+    for any other image. Exact first: every colour change of an f-times upscale lies on one grid of pitch f, so f is
+    the gcd of the gaps between the columns (and rows) where the colour changes. A lossy copy (a JPEG or WebP of a
+    screenshot) smears the changes, so then the grid is found from where the edge energy concentrates
+    (`_lossy_block`)."""
     a = np.asarray(image)
     cols = np.flatnonzero((a[:, 1:] != a[:, :-1]).any(axis=(0, 2))) + 1  # first column of each new colour run
     rows = np.flatnonzero((a[1:] != a[:-1]).any(axis=(1, 2))) + 1
     if len(cols) < 4 or len(rows) < 4:  # too few edges to tell a grid from chance
         return 1, 0, 0
     f = int(np.gcd.reduce(np.concatenate([np.diff(cols), np.diff(rows)])))
-    if not 2 <= f <= max_factor:
+    if 2 <= f <= max_factor:
+        return f, int(cols[0] % f), int(rows[0] % f)
+    return _lossy_block(a, max_factor)
+
+
+# A grid's "excess share" of the edge energy: (share on the grid - 1/f) / (1 - 1/f), 0 for edges spread evenly, 1 when
+# every edge is on the grid. Measured on 900 box sprites, native and as JPEG q75: at most 0.17 at any pitch; upscaled
+# 3x and 5x and saved as JPEG q40: at least 0.43.
+LOSSY_MIN_EXCESS = 0.3
+
+
+def _lossy_block(a: np.ndarray, max_factor: int) -> tuple[int, int, int]:
+    """The pitch whose grid holds an excess share of the edge energy (LOSSY_MIN_EXCESS) along both axes. A grid of
+    pitch f also holds every edge of pitch f/2, and half of those of pitch 2f: the largest pitch within 80 % of the
+    best excess share is the upscale's."""
+    v = a.astype(np.int16)
+    energy = (np.abs(np.diff(v, axis=1)).sum(axis=(0, 2)), np.abs(np.diff(v, axis=0)).sum(axis=(1, 2)))
+    if min(e.sum() for e in energy) == 0:
         return 1, 0, 0
-    return f, int(cols[0] % f), int(rows[0] % f)
+    found: dict[int, tuple[float, int, int]] = {}
+    for f in range(2, max_factor + 1):
+        fits = []
+        for e in energy:
+            phase = np.arange(1, len(e) + 1) % f  # the edge before pixel i + 1 starts a block when (i + 1) % f == offset
+            sums = np.bincount(phase, weights=e, minlength=f)
+            offset = int(sums.argmax())
+            lines = int((e[phase == offset] > 0.01 * e.sum()).sum())
+            fits.append(((sums[offset] / e.sum() - 1 / f) / (1 - 1 / f), offset, lines))
+        if all(lines >= 4 for *_, lines in fits):
+            found[f] = (min(fits[0][0], fits[1][0]), fits[0][1], fits[1][1])
+    best = max((x for x, *_ in found.values()), default=0.0)
+    if best < LOSSY_MIN_EXCESS:
+        return 1, 0, 0
+    f = max(f for f, (x, *_) in found.items() if x >= 0.8 * best)
+    return f, found[f][1], found[f][2]
 
 
 def unblock(image: Image.Image) -> Image.Image:
-    """An exact nearest-neighbour upscale back at its native pixels (one pixel per block); any other image as is."""
+    """A nearest-neighbour upscale back at its native pixels (one pixel per block: the block's centre, which a lossy
+    copy keeps closest to the true colour); any other image as is."""
     f, x0, y0 = pixel_block(image)
-    return image if f == 1 else Image.fromarray(np.ascontiguousarray(np.asarray(image)[y0::f, x0::f]))
+    return image if f == 1 else Image.fromarray(np.ascontiguousarray(np.asarray(image)[y0 + f // 2 :: f, x0 + f // 2 :: f]))
 
 
 def content_side(image: Image.Image) -> int:

@@ -5,8 +5,8 @@ work at all (cropping both to the content box and scale-matching moved Lite0's m
   68x56 canvas and a 360-px artwork fill the encoder input alike;
 - scale matching: shrink the (large) anchor to the query's typical content size before the encoder
   upsamples it, so both carry the same level of detail;
-- unblock: pixel art shown enlarged (an exact nearest-neighbour upscale) is first brought back to its native pixels,
-  so a sprite at 3x is seen as the sprite it is;
+- unblock: pixel art shown enlarged (a nearest-neighbour upscale, also once saved as JPEG or WebP) is first brought
+  back to its native pixels, so a sprite at 3x is seen as the sprite it is;
 - grey / hue shift: colour-robust views for palette swaps (shiny sprites), measured as levers in
   `benchmarks/colour_levers.py`;
 - flip: the mirror image. Sprites face either way: the retrieval averages an image's features with its flip's
@@ -28,13 +28,17 @@ from PIL import Image, ImageOps
 from polarcatalog.data.regions import content_box, grid_cell, unblock
 
 
+# 2: lossy copies of upscales are unblocked too (`regions.pixel_block`), from the block centres
+UNBLOCK_VERSION = 2
+
+
 @dataclass(frozen=True)
 class Preprocess:
     content_box: bool = True
     scale_to: int | None = None  # longest side of the content, in px, before the encoder's resize
     flip: bool = False  # the mirror image
     cell: tuple[int, int, int] | None = None  # (grid, row, col) of a local view; None = the global view
-    unblock: bool = False  # first undo an exact nearest-neighbour upscale (pixel art shown at 2x, 3x, ...)
+    unblock: bool = False  # first undo a nearest-neighbour upscale (pixel art shown at 2x, 3x, ..., also a JPEG of it)
     grey: bool = False  # luminance only (ITU-R 601), as three equal channels
     hue_shift: int = 0  # degrees added to every pixel's hue (HSV): the same drawing in another palette
 
@@ -44,6 +48,8 @@ class Preprocess:
                               ("hue_shift", 0)):  # unset options stay out: older keys stay valid
             if d[name] == default:
                 del d[name]
+        if self.unblock:
+            d["unblock"] = UNBLOCK_VERSION  # the cache key names the algorithm: a changed one never reads old vectors
         return json.dumps(d, sort_keys=True)
 
     def flipped(self) -> Preprocess:
