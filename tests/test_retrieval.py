@@ -163,3 +163,28 @@ def test_hubness_correction_equals_csls_and_demotes_a_hub():
     assert won(plain) >= 10 and won(corrected) <= won(plain) / 2  # the hub stops winning queries it does not own
     top1 = lambda c: float((c.species_idx[:, 0] == owners).mean())  # noqa: E731
     assert top1(corrected) > top1(plain)
+
+
+def test_reference_statistics_score_each_query_on_its_own():
+    """`query_centre: reference`: queries are centred by a fixed reference set's mean and CSLS reads the reference's
+    neighbourhoods, so a query's candidates do not depend on the other queries of its batch (as they do with `batch`)."""
+    rng = np.random.default_rng(3)
+    S, d = 40, 16
+    ids = np.arange(S)
+    anchors = {n: rng.normal(size=(S, d)).astype(np.float32) for n in ("g", "h")}
+    cat = build_catalog(ids, ids, ids, anchors, {n: None for n in anchors}, None, True, 2, 1.0, 0)
+    queries = {n: (a[:12] + 0.8 * rng.normal(size=(12, d)) + 1.5).astype(np.float32) for n, a in anchors.items()}
+    reference = {n: (a[20:] + 0.8 * rng.normal(size=(20, d)) + 1.5).astype(np.float32) for n, a in anchors.items()}
+    with pytest.raises(ValueError, match="reference queries"):
+        prepare_queries(queries, cat, True, 2, "reference")
+    prep = lambda q, by: prepare_queries(q, cat, True, 2, by, reference)  # noqa: E731
+    np.testing.assert_allclose(prep(queries, "reference")["g"], normalise(queries["g"] - reference["g"].mean(0)), atol=1e-6)
+    vr = VRRAG(cat, ["g"], "anchors", "h", r=10)
+    ref = prep(reference, "reference")
+    every = vr.candidates(prep(queries, "reference"), hubness_k=5, hubness_ref=ref)
+    alone = vr.candidates(prep({n: q[:3] for n, q in queries.items()}, "reference"), hubness_k=5, hubness_ref=ref)
+    np.testing.assert_array_equal(alone.species_idx, every.species_idx[:3])
+    np.testing.assert_allclose(alone.s_i, every.s_i[:3], atol=1e-6)
+    batch_all = vr.candidates(prep(queries, "batch"), hubness_k=5)
+    batch_few = vr.candidates(prep({n: q[:3] for n, q in queries.items()}, "batch"), hubness_k=5)
+    assert not np.allclose(batch_few.s_m, batch_all.s_m[:3])  # the batch's own statistics move every score

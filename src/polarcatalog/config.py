@@ -180,7 +180,9 @@ class Retrieval(_Section):
     k: int = Field(5, ge=1)
     lam: float = Field(0.7, ge=0.0, le=1.0)
     center: bool = True
-    query_centre: Literal["batch", "catalog"] = "batch"  # batch: the queries' own mean (transductive); catalog: each query alone
+    # batch: the queries' own mean (transductive); catalog: each query alone, by the catalog mean; reference: each query
+    # alone, by the statistics (mean, CSLS neighbourhoods) of the pipeline's dev queries
+    query_centre: Literal["batch", "catalog", "reference"] = "batch"
     min_center_batch: int = Field(32, ge=2)
     hubness: Literal["none", "csls"] = "none"  # csls: penalise catalog items that are near every query of the batch (transductive)
     hubness_k: int = Field(10, ge=1)

@@ -14,7 +14,7 @@ from scipy import sparse
 
 from polarcatalog.config import Params
 from polarcatalog.features.workspace import Workspace
-from polarcatalog.app.workflows import catalog_for, hubness_k, retriever
+from polarcatalog.app.workflows import catalog_for, hubness_k, query_side, retriever
 from polarcatalog.kg.extract import family_triples, sentence_triples, species_row_triples
 from polarcatalog.io import sha256_file
 from polarcatalog.kg.evaluate import leakage
@@ -23,7 +23,7 @@ from polarcatalog.kg.graph import KnowledgeGraph, LinkRule
 from polarcatalog.kg.llm_extract import LLMExtractor
 from polarcatalog.data.pokemon import load_pokeapi
 from polarcatalog.kg.triples import Entities, Triple, entity_id, table
-from polarcatalog.retrieval.vrrag import VRRAG, Candidates, prepare_queries, query_encoders
+from polarcatalog.retrieval.vrrag import VRRAG, Candidates, query_encoders
 
 
 def catalog_entities(species: pd.DataFrame) -> Entities:
@@ -92,10 +92,11 @@ def score_matrices(cands: Candidates, n_species: int, lam: float, rerank: bool) 
     return base, answer
 
 
-def full_depth_candidates(vr: VRRAG, queries: dict[str, np.ndarray], hub_k: int | None) -> Candidates:
+def full_depth_candidates(vr: VRRAG, queries: dict[str, np.ndarray], hub_k: int | None,
+                          hub_ref: dict[str, np.ndarray] | None = None) -> Candidates:
     """Candidates searched over every chunk, so that a bridged species always has its scores."""
     vr.r = len(vr.m)
-    return vr.candidates(queries, hubness_k=hub_k)
+    return vr.candidates(queries, hubness_k=hub_k, hubness_ref=hub_ref)
 
 
 def species_scores(ws: Workspace, params: Params) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -103,9 +104,8 @@ def species_scores(ws: Workspace, params: Params) -> tuple[np.ndarray, np.ndarra
     rp = params.retrieval
     catalog = catalog_for(ws, rp)
     vr = retriever(catalog, rp)
-    q = prepare_queries({n: ws.query_f[n] for n in query_encoders(rp.ensemble, rp.reranker)}, catalog, rp.center,
-                        rp.min_center_batch, rp.query_centre)
-    cands = full_depth_candidates(vr, q, hubness_k(rp, len(ws.queries)))
+    q, hub_ref = query_side({n: ws.query_f[n] for n in query_encoders(rp.ensemble, rp.reranker)}, catalog, rp, ws)
+    cands = full_depth_candidates(vr, q, hubness_k(rp, len(ws.queries)), hub_ref)
     base, answer = score_matrices(cands, len(catalog.species_ids), rp.lam, rp.reranker is not None)
     return base, answer, np.asarray(catalog.species_ids)
 

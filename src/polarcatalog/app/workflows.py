@@ -71,14 +71,34 @@ def retriever(catalog: Catalog, rp: Retrieval) -> VRRAG:
 def run_retrieval(ws: Workspace, catalog: Catalog, rp: Retrieval, k: int | None = None) -> tuple[VRRAG, Candidates, Ranking]:
     """One configuration on the workspace queries; the ranking keeps the full candidate list (k = r)."""
     vr = retriever(catalog, rp)
-    q = prepare_queries({n: ws.query_f[n] for n in query_encoders(rp.ensemble, rp.reranker)}, catalog, rp.center, rp.min_center_batch, rp.query_centre)
-    cands = vr.candidates(q, hubness_k=hubness_k(rp, len(ws.queries)))
+    q, hub_ref = query_side({n: ws.query_f[n] for n in query_encoders(rp.ensemble, rp.reranker)}, catalog, rp, ws)
+    cands = vr.candidates(q, hubness_k=hubness_k(rp, len(ws.queries)), hubness_ref=hub_ref)
     return vr, cands, vr.rank(cands, rp.lam, k or rp.r)
 
 
+def reference_queries(ws: Workspace) -> dict[str, np.ndarray]:
+    """The pipeline's dev queries: a fixed, label-free sample of the query domain whose statistics (mean, CSLS
+    neighbourhoods) `retrieval.query_centre: reference` lends to queries scored one by one."""
+    dev = ws.queries["split"].to_numpy() == "dev"
+    return {n: f[dev] for n, f in ws.query_f.items()}
+
+
+def query_side(features: dict[str, np.ndarray], catalog: Catalog, rp: Retrieval, ws: Workspace
+               ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None]:
+    """(prepared queries, prepared reference queries for CSLS or None): the one place that reads
+    `retrieval.query_centre` for the pipeline, the CLI and the KG experiment."""
+    if not (rp.center and rp.query_centre == "reference"):
+        return prepare_queries(features, catalog, rp.center, rp.min_center_batch, rp.query_centre), None
+    ref = {n: v for n, v in reference_queries(ws).items() if n in features}
+    prep = lambda f: prepare_queries(f, catalog, rp.center, rp.min_center_batch, "reference", ref)  # noqa: E731
+    return prep(features), prep(ref)
+
+
 def hubness_k(rp: Retrieval, n_queries: int) -> int | None:
-    """CSLS neighbourhood size when the hubness correction applies to this batch (it reads the batch, like centring)."""
-    use = rp.hubness == "csls" and batch_statistics(n_queries, rp.center, rp.min_center_batch, rp.query_centre)
+    """CSLS neighbourhood size when the hubness correction applies: over this batch (it reads the batch, like
+    centring) or over the reference queries."""
+    reference = rp.center and rp.query_centre == "reference"
+    use = rp.hubness == "csls" and (reference or batch_statistics(n_queries, rp.center, rp.min_center_batch, rp.query_centre))
     return rp.hubness_k if use else None
 
 
@@ -91,6 +111,13 @@ def non_transductive(rp: Retrieval) -> tuple[str, Retrieval]:
     """The configured pipeline with every query centred alone by the catalog mean: no use of the test batch."""
     return f"{configured_label(rp).removesuffix(' (configured)')} · catalog-mean centring (non-transductive)", \
         rp.model_copy(update={"query_centre": "catalog"})
+
+
+def reference_statistics(rp: Retrieval) -> tuple[str, Retrieval]:
+    """The configured pipeline with every query scored alone, centred and hubness-corrected by the dev queries'
+    statistics (`query_centre: reference`): non-transductive on test (dev queries are their own reference)."""
+    return f"{configured_label(rp).removesuffix(' (configured)')} · dev-query statistics (non-transductive on test)", \
+        rp.model_copy(update={"query_centre": "reference"})
 
 
 def table5_configurations(rp: Retrieval, image_encoders: list[str]) -> list[tuple[str, Retrieval]]:
@@ -118,7 +145,7 @@ def table5_configurations(rp: Retrieval, image_encoders: list[str]) -> list[tupl
     if not any(cfg == rp for _, cfg in rows):
         rows.insert(0, (configured_label(rp), rp))
     if rp.center and rp.query_centre == "batch":
-        rows.append(non_transductive(rp))
+        rows += [non_transductive(rp), reference_statistics(rp)]
     return rows
 
 

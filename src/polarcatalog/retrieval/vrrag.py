@@ -92,14 +92,20 @@ def build_catalog(species_ids: np.ndarray, anchor_species: np.ndarray, chunk_spe
 
 
 def prepare_queries(queries: dict[str, np.ndarray], catalog: Catalog, center: bool, min_center_batch: int,
-                    by: str = "batch") -> dict[str, np.ndarray]:
+                    by: str = "batch", reference: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Per-domain centering, then l2-normalised. `by="batch"`: by the queries' own mean when there are at least
     `min_center_batch` of them (label-free but transductive: the batch being scored shapes every query's vector);
-    otherwise, and with `by="catalog"`, by the catalog's mean (each query on its own)."""
+    otherwise, and with `by="catalog"`, by the catalog's mean (each query on its own). `by="reference"`: by the mean of
+    `reference`, a fixed sample of the query domain (the pipeline's dev queries): each query on its own, yet centred
+    on its domain."""
+    if by == "reference" and center and reference is None:
+        raise ValueError("retrieval.query_centre reference needs reference queries (the pipeline's dev queries)")
     out = {}
     for name, q in queries.items():
         if not center:
             out[name] = l2_normalise(q)
+        elif by == "reference":
+            out[name] = l2_normalise(q - reference[name].mean(0))
         elif batch_statistics(len(q), center, min_center_batch, by):
             out[name] = l2_normalise(q - q.mean(0))
         else:
@@ -156,13 +162,16 @@ class VRRAG:
             self._index = build_index(self.m, self.kind, self.nlist, seed=self.seed)
         return self._index
 
-    def candidates(self, queries: dict[str, np.ndarray], block: int = 1024, hubness_k: int | None = None) -> Candidates:
-        """`hubness_k`: CSLS over this query batch (`retrieval.hubness`), both for s_m and for s_i."""
+    def candidates(self, queries: dict[str, np.ndarray], block: int = 1024, hubness_k: int | None = None,
+                   hubness_ref: dict[str, np.ndarray] | None = None) -> Candidates:
+        """`hubness_k`: CSLS (`retrieval.hubness`), both for s_m and for s_i, over this query batch or, when given, over
+        `hubness_ref` (prepared reference queries of the same domain: each query is then scored on its own)."""
         E = len(self.ensemble)
         q = np.hstack([queries[n] for n in self.ensemble]) / E
+        hub = hubness_ref if hubness_ref is not None else queries
         if hubness_k:
             # the per-chunk penalty enters the inner product as one more column: FAISS still returns the exact top-r
-            penalty = np.mean([csls_penalty(queries[n], self.catalog.chunk_vectors(n, self.chunks), hubness_k) for n in self.ensemble], axis=0)
+            penalty = np.mean([csls_penalty(hub[n], self.catalog.chunk_vectors(n, self.chunks), hubness_k) for n in self.ensemble], axis=0)
             index = build_index(np.hstack([self.m, -penalty[:, None]]), self.kind, self.nlist, seed=self.seed)
             q = np.hstack([q, np.ones((len(q), 1), q.dtype)])
         else:
@@ -173,7 +182,7 @@ class VRRAG:
         if self.reranker is None:
             return Candidates(species, s_m, np.full_like(s_m, np.nan))
         h_q, h_a = queries[self.reranker], self.catalog.anchor_mean[self.reranker]
-        penalty = csls_penalty(h_q, h_a, hubness_k) if hubness_k else np.zeros(len(h_a), np.float32)
+        penalty = csls_penalty(hub[self.reranker], h_a, hubness_k) if hubness_k else np.zeros(len(h_a), np.float32)
         s_i = np.full(species.shape, np.nan, np.float32)
         for i in range(0, len(q), block):  # full [block, S] matmul, then gather: no per-candidate loop
             full = h_q[i : i + block] @ h_a.T - penalty
