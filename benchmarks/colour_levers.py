@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from polarcatalog.app.workflows import catalog_for, protocol_for, query_values, run_retrieval
+from polarcatalog.app.workflows import catalog_for, protocol_for, query_values, query_view, run_retrieval
 from polarcatalog.config import load_params
 from polarcatalog.encoders import create_encoder
 from polarcatalog.encoders.preprocess import Preprocess
@@ -56,22 +56,22 @@ class Extra:
 
 def encode_extras(ws: Workspace, params, names: list[str]) -> dict[str, Extra]:
     e = params.encoders
-    anchor = Preprocess(e.content_box, ws.manifest["anchor_scale"])
-    query = Preprocess(e.content_box, None, unblock=True)
+    grey_anchor = Preprocess(e.content_box, ws.manifest["anchor_scale"], grey=True)
+    grey_query = replace(query_view(params), grey=True)  # the pipeline's query view, in grey
+    both = lambda v: [v, v.flipped()] if ws.has_flips else [v]  # noqa: E731  the configured views' flips
+    hues = [replace(grey_anchor, grey=False, hue_shift=h) for h in HUES]
     out = {}
     for name in names:
         enc = create_encoder(e.spec(name), "image", e.device, e.runtime)
-        flip = lambda v: [v, v.flipped()] if ws.has_flips else [v]  # noqa: E731
-        anchor_views = [*flip(replace(anchor, grey=True)), *(replace(anchor, hue_shift=h) for h in HUES)]
-        a, ok = encode_image_views(enc, ws.anchors["path"].tolist(), ROOT / FEATURE_CACHE, anchor_views, batch_size=e.batch_size,
-                                   role="anchor")
-        q, q_ok = encode_image_views(enc, ws.queries["path"].tolist(), ROOT / FEATURE_CACHE, flip(replace(query, grey=True)),
+        # one call per image set: every view of an image is cut from one decode
+        a, ok = encode_image_views(enc, ws.anchors["path"].tolist(), ROOT / FEATURE_CACHE, [*hues, *both(grey_anchor)],
+                                   batch_size=e.batch_size, role="anchor")
+        q, q_ok = encode_image_views(enc, ws.queries["path"].tolist(), ROOT / FEATURE_CACHE, both(grey_query),
                                      shas=ws.queries["sha256"].tolist(), batch_size=e.batch_size)
         if not (ok.all() and q_ok.all()):
             raise SystemExit("a curated image no longer loads; rerun the curate stage")
-        g = len(anchor_views) - len(HUES)
-        out[name] = Extra(average_flips(*a[:g]) if g == 2 else a[0], average_flips(*q) if len(q) == 2 else q[0],
-                          l2_normalise(np.sum(a[g:], axis=0)))
+        flip_mean = lambda views: average_flips(views[0], views[1] if len(views) > 1 else None)  # noqa: E731
+        out[name] = Extra(flip_mean(a[len(HUES):]), flip_mean(q), l2_normalise(np.sum(a[: len(HUES)], axis=0)))
     return out
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from polarcatalog.app import knowledge
-from polarcatalog.app.workflows import catalog_for, domain_for, hubness_k, memory_proposer, query_side, query_view, retriever
+from polarcatalog.app.workflows import QuerySide, catalog_for, domain_for, memory_proposer, query_side, query_view, retriever
 from polarcatalog.config import Params
 from polarcatalog.data.images import Quarantine
 from polarcatalog.data.query_folder import QueryFolder, listed, read_query_folder
@@ -34,7 +34,7 @@ from polarcatalog.memory.graph import species_memory
 from polarcatalog.memory.inputs import GraphInputs, graph_inputs
 from polarcatalog.memory.query_parser import parse_text
 from polarcatalog.memory.verifiers import load_scores
-from polarcatalog.retrieval.vrrag import batch_statistics, query_encoders
+from polarcatalog.retrieval.vrrag import query_encoders
 
 
 STATE_MARK = {-1: " [conflict]", 0: "", 1: " [has]"}
@@ -180,14 +180,14 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
                                                       anchor_view, ws.has_flips, params.encoders.batch_size, stats["anchors"]))
     catalog = catalog_for(ws, rp)
     vr = retriever(catalog, rp)
-    prepared, hub_ref = query_side(feats, catalog, rp, ws)
-    centring = _centring(rp, len(q))
+    side = query_side(feats, catalog, rp, ws)
+    centring = _centring(rp, len(q), side.by)
     bridged = None
     if triples is None:
-        ranking = vr.rank(vr.candidates(prepared, hubness_k=hubness_k(rp, len(q)), hubness_ref=hub_ref), rp.lam, max(rp.r, 10))
+        ranking = vr.rank(side.candidates(vr), rp.lam, max(rp.r, 10))
         species, s = ranking.species_ids, ranking.s
     else:
-        species, s, bridged = _kgret(vr, prepared, hub_ref, triples, params, kgret, len(q))
+        species, s, bridged = _kgret(vr, side, triples, params, kgret)
     states, constraint, keys = np.zeros(species.shape, np.int8), None, (s,)
     if memory is not None:
         species, s, states, keys = _constrain(memory, params, species, s)
@@ -271,12 +271,12 @@ class _Bridged:
                 "(labelled)": inside(self.matched), "labelled": int(labelled.sum())}
 
 
-def _kgret(vr: Any, prepared: dict[str, np.ndarray], hub_ref: dict[str, np.ndarray] | None, triples: pd.DataFrame,
-           params: Params, budget: int, n_queries: int) -> tuple[np.ndarray, np.ndarray, _Bridged]:
+def _kgret(vr: Any, side: QuerySide, triples: pd.DataFrame, params: Params, budget: int
+           ) -> tuple[np.ndarray, np.ndarray, _Bridged]:
     """(species ids in the answerer's order, their scores, the evidence sets): the kg stage's experiment."""
     rp, kp = params.retrieval, params.kg
     ids = np.asarray(vr.catalog.species_ids)
-    cands = knowledge.full_depth_candidates(vr, prepared, hubness_k(rp, n_queries), hub_ref)
+    cands = knowledge.full_depth_candidates(vr, side)
     base, answer = knowledge.score_matrices(cands, len(ids), rp.lam, rp.reranker is not None)
     links = knowledge.species_links(triples, ids, kp.links)
     final = bridge.kgret(base, rp.k, links, budget, kp.hops).candidates
@@ -285,25 +285,20 @@ def _kgret(vr: Any, prepared: dict[str, np.ndarray], hub_ref: dict[str, np.ndarr
     return as_ids(ordered), s, _Bridged(as_ids(final), as_ids(bridge.budget_matched(base, rp.k, budget)), rp.k, budget)
 
 
-def _centring(rp: Any, n_queries: int) -> dict[str, Any]:
-    """Which mean the queries were centred by, and a note when the configured batch centring fell back: a folder under
+def _centring(rp: Any, n_queries: int, by: str) -> dict[str, Any]:
+    """`by` (`QuerySide.by`), with a note when the configured batch centring fell back: a folder under
     `retrieval.min_center_batch` images is centred by the catalog mean (each query on its own), which changes scores
     against a run on a larger folder, so the user is told rather than left to wonder."""
-    if not rp.center:
-        return {"by": "none"}
-    if rp.query_centre == "reference":
-        return {"by": "reference", "note": "each query scored on its own, centred and hubness-corrected by the statistics "
-                "of the pipeline's dev sprites (retrieval.query_centre: reference)"}
-    if batch_statistics(n_queries, rp.center, rp.min_center_batch, rp.query_centre):
-        return {"by": "batch", "note": None}
-    note = None
-    if rp.query_centre == "batch":
-        note = (f"queries centred by the catalog mean, not this folder's own: {n_queries} image(s) < "
-                f"retrieval.min_center_batch = {rp.min_center_batch} (each query is then scored on its own; "
-                "--set retrieval.query_centre=catalog always does this). For sprite-like images, "
-                "--set retrieval.query_centre=reference scores each one alone with the statistics of the pipeline's "
-                "dev sprites instead (the `dev-query statistics` row of reports/retrieval.md)")
-    return {"by": "catalog", "note": note}
+    notes = {"reference": "each query scored on its own, centred and hubness-corrected by the statistics of the "
+                          "pipeline's dev sprites (retrieval.query_centre: reference)"}
+    if by == "catalog" and rp.query_centre == "batch":
+        notes["catalog"] = (
+            f"queries centred by the catalog mean, not this folder's own: {n_queries} image(s) < "
+            f"retrieval.min_center_batch = {rp.min_center_batch} (each query is then scored on its own; "
+            "--set retrieval.query_centre=catalog always does this). For sprite-like images, "
+            "--set retrieval.query_centre=reference scores each one alone with the statistics of the pipeline's "
+            "dev sprites instead (the `dev-query statistics` row of reports/retrieval.md)")
+    return {"by": by} if by == "none" else {"by": by, "note": notes.get(by)}
 
 
 def _unlabelled(q: pd.DataFrame, scale: AnchorScale, stats: dict) -> dict:

@@ -14,7 +14,7 @@ from scipy import sparse
 
 from polarcatalog.config import Params
 from polarcatalog.features.workspace import Workspace
-from polarcatalog.app.workflows import catalog_for, hubness_k, query_side, retriever
+from polarcatalog.app.workflows import QuerySide, catalog_for, query_side, retriever
 from polarcatalog.kg.extract import family_triples, sentence_triples, species_row_triples
 from polarcatalog.io import sha256_file
 from polarcatalog.kg.evaluate import leakage
@@ -92,11 +92,10 @@ def score_matrices(cands: Candidates, n_species: int, lam: float, rerank: bool) 
     return base, answer
 
 
-def full_depth_candidates(vr: VRRAG, queries: dict[str, np.ndarray], hub_k: int | None,
-                          hub_ref: dict[str, np.ndarray] | None = None) -> Candidates:
+def full_depth_candidates(vr: VRRAG, side: QuerySide) -> Candidates:
     """Candidates searched over every chunk, so that a bridged species always has its scores."""
     vr.r = len(vr.m)
-    return vr.candidates(queries, hubness_k=hub_k, hubness_ref=hub_ref)
+    return side.candidates(vr)
 
 
 def species_scores(ws: Workspace, params: Params) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -104,8 +103,8 @@ def species_scores(ws: Workspace, params: Params) -> tuple[np.ndarray, np.ndarra
     rp = params.retrieval
     catalog = catalog_for(ws, rp)
     vr = retriever(catalog, rp)
-    q, hub_ref = query_side({n: ws.query_f[n] for n in query_encoders(rp.ensemble, rp.reranker)}, catalog, rp, ws)
-    cands = full_depth_candidates(vr, q, hubness_k(rp, len(ws.queries)), hub_ref)
+    cands = full_depth_candidates(vr, query_side({n: ws.query_f[n] for n in query_encoders(rp.ensemble, rp.reranker)},
+                                                 catalog, rp, ws))
     base, answer = score_matrices(cands, len(catalog.species_ids), rp.lam, rp.reranker is not None)
     return base, answer, np.asarray(catalog.species_ids)
 

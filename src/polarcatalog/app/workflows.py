@@ -71,8 +71,7 @@ def retriever(catalog: Catalog, rp: Retrieval) -> VRRAG:
 def run_retrieval(ws: Workspace, catalog: Catalog, rp: Retrieval, k: int | None = None) -> tuple[VRRAG, Candidates, Ranking]:
     """One configuration on the workspace queries; the ranking keeps the full candidate list (k = r)."""
     vr = retriever(catalog, rp)
-    q, hub_ref = query_side({n: ws.query_f[n] for n in query_encoders(rp.ensemble, rp.reranker)}, catalog, rp, ws)
-    cands = vr.candidates(q, hubness_k=hubness_k(rp, len(ws.queries)), hubness_ref=hub_ref)
+    cands = query_side({n: ws.query_f[n] for n in query_encoders(rp.ensemble, rp.reranker)}, catalog, rp, ws).candidates(vr)
     return vr, cands, vr.rank(cands, rp.lam, k or rp.r)
 
 
@@ -83,23 +82,32 @@ def reference_queries(ws: Workspace) -> dict[str, np.ndarray]:
     return {n: f[dev] for n, f in ws.query_f.items()}
 
 
-def query_side(features: dict[str, np.ndarray], catalog: Catalog, rp: Retrieval, ws: Workspace
-               ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None]:
-    """(prepared queries, prepared reference queries for CSLS or None): the one place that reads
-    `retrieval.query_centre` for the pipeline, the CLI and the KG experiment."""
-    if not (rp.center and rp.query_centre == "reference"):
-        return prepare_queries(features, catalog, rp.center, rp.min_center_batch, rp.query_centre), None
-    ref = {n: v for n, v in reference_queries(ws).items() if n in features}
-    prep = lambda f: prepare_queries(f, catalog, rp.center, rp.min_center_batch, "reference", ref)  # noqa: E731
-    return prep(features), prep(ref)
+@dataclass(frozen=True)
+class QuerySide:
+    """Queries ready for `VRRAG.candidates`: centred and normalised, with CSLS's neighbourhood size (None = off) and
+    the prepared queries CSLS reads (None = the queries themselves)."""
+
+    queries: dict[str, np.ndarray]
+    by: str  # what centred them: batch | catalog | reference | none
+    hubness_k: int | None
+    hubness_ref: dict[str, np.ndarray] | None = None
+
+    def candidates(self, vr: VRRAG) -> Candidates:
+        return vr.candidates(self.queries, hubness_k=self.hubness_k, hubness_ref=self.hubness_ref)
 
 
-def hubness_k(rp: Retrieval, n_queries: int) -> int | None:
-    """CSLS neighbourhood size when the hubness correction applies: over this batch (it reads the batch, like
-    centring) or over the reference queries."""
-    reference = rp.center and rp.query_centre == "reference"
-    use = rp.hubness == "csls" and (reference or batch_statistics(n_queries, rp.center, rp.min_center_batch, rp.query_centre))
-    return rp.hubness_k if use else None
+def query_side(features: dict[str, np.ndarray], catalog: Catalog, rp: Retrieval, ws: Workspace) -> QuerySide:
+    """The one place that reads `retrieval.query_centre` and `retrieval.hubness`, for the pipeline, the CLI and the KG
+    experiment: by the batch (transductive; a batch under `min_center_batch` falls back to the catalog mean and no
+    CSLS), by the catalog mean, or by the reference queries (`reference_queries`)."""
+    csls = rp.hubness_k if rp.hubness == "csls" else None
+    if rp.center and rp.query_centre == "reference":
+        ref = {n: v for n, v in reference_queries(ws).items() if n in features}
+        prep = lambda f: prepare_queries(f, catalog, rp.center, rp.min_center_batch, "reference", ref)  # noqa: E731
+        return QuerySide(prep(features), "reference", csls, prep(ref))
+    batch = batch_statistics(len(next(iter(features.values()))), rp.center, rp.min_center_batch, rp.query_centre)
+    return QuerySide(prepare_queries(features, catalog, rp.center, rp.min_center_batch, rp.query_centre),
+                     "batch" if batch else "catalog" if rp.center else "none", csls if batch else None)
 
 
 def configured_label(rp: Retrieval) -> str:

@@ -188,7 +188,7 @@ def _offline(error: BaseException) -> bool:
         if e is None or id(e) in seen:
             continue
         seen.add(id(e))
-        if isinstance(e, (socket.gaierror, ConnectionRefusedError)) or getattr(e, "errno", None) in _UNREACHABLE:
+        if isinstance(e, socket.gaierror) or getattr(e, "errno", None) in _UNREACHABLE:  # ConnectionRefusedError too
             return True
         stack += [e.__cause__, e.__context__, getattr(e, "reason", None), *(a for a in e.args if isinstance(a, BaseException))]
     text = str(error).lower()
