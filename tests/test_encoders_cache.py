@@ -229,6 +229,20 @@ def test_onnx_runtime_gives_the_torch_features_of_the_packaged_efficientnet():
         create_efficientnet("efficientnet_lite0", "cpu", None, "tensorrt")
 
 
+def test_onnx_runtime_gives_the_torch_vectors_of_minilm_for_any_text_length():
+    """Texts are encoded one per forward, so the text encoder runs in ONNX Runtime on CPU (2.5x torch per call here):
+    its export keeps the token axis dynamic, and short, long and truncated texts must all get torch's vector."""
+    ort_enc = create_encoder("minilm", "text", "cpu", "onnxruntime")
+    torch_enc = create_encoder("minilm", "text", "cpu", "torch")
+    texts = ["Tiny.", "A small green Pokémon with a bulb on its back.", "fins and a shell " * 200]  # the last: > 256 tokens
+    got = np.vstack([ort_enc.encode_texts([t], 1) for t in texts])
+    np.testing.assert_allclose(got, torch_enc.encode_texts(texts, 1), atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-6)
+    assert ort_enc.runtime == "onnxruntime" and torch_enc.runtime == "torch" and ort_enc.id != torch_enc.id
+    with pytest.raises(ValueError, match="unknown runtime 'tensorrt'"):
+        create_encoder("minilm", "text", "cpu", "tensorrt")
+
+
 def _writer(root: str, worker: int, batches: int) -> None:
     """One process of the concurrency test: its own keys, several puts."""
     cache = FeatureCache(root, "enc@concurrent")

@@ -24,9 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
-import nbformat
 import pandas as pd
-from nbconvert import HTMLExporter
 
 from polarcatalog import __version__
 from polarcatalog.app import audit
@@ -172,6 +170,11 @@ class StageRun:
 
 
 def notebook_html(path: Path) -> str:
+    # Imported here, not at the top: nbformat + nbconvert cost ~1.5 s of import (jsonschema builds a grammar), paid by
+    # every stage's kernel before its first line of work; only finish() needs them.
+    import nbformat
+    from nbconvert import HTMLExporter
+
     html, _ = HTMLExporter(template_name="lab").from_notebook_node(nbformat.read(path, as_version=4))
     return html
 

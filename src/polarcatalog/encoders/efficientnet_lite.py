@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from functools import partial
-from io import BytesIO
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -19,6 +18,7 @@ import torch
 from PIL import Image
 
 from polarcatalog.device import resolve_device
+from polarcatalog.encoders import onnx_runtime
 from polarcatalog.progress import batches
 
 
@@ -71,32 +71,6 @@ class _Heads(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         f = self.model.forward_head(self.model.forward_features(x), pre_logits=True)
         return f, self.model.get_classifier()(f)
-
-
-def onnx_session(model: torch.nn.Module, size: int) -> Any:
-    """The model exported to ONNX in memory (about 0.4 s; nothing written to disk) and loaded in ONNX Runtime, with
-    as many threads as torch uses. On 2 CPU cores it runs these nets about 3x faster than torch in channels_last, with
-    the same features to ~1e-5 (tests/test_encoders_cache.py holds that)."""
-    import onnxruntime as ort  # optional: the `cpu` extra
-
-    buffer = BytesIO()
-    torch.onnx.export(_Heads(model).eval(), torch.zeros(1, 3, size, size), buffer, input_names=["x"],
-                      output_names=["features", "logits"], dynamic_axes={"x": {0: "n"}}, dynamo=False, opset_version=17)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = torch.get_num_threads()
-    # no spin-waiting between runs: the embed path decodes the next batch on another thread meanwhile
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.log_severity_level = 3
-    return ort.InferenceSession(buffer.getvalue(), options, providers=["CPUExecutionProvider"])
-
-
-def onnx_available() -> bool:
-    try:
-        import onnx  # noqa: F401  # optional: the `cpu` extra (torch's exporter needs it)
-        import onnxruntime  # noqa: F401  # optional: the `cpu` extra
-    except ImportError:
-        return False
-    return True
 
 
 @dataclass
@@ -166,22 +140,17 @@ def batch_tensor(images: Sequence[Image.Image], size: int) -> torch.Tensor:
     return x.sub_(255.0 * torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)).mul_(1.0 / (255.0 * torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)))
 
 
-RUNTIMES = ("auto", "onnxruntime", "torch")
-
-
 def create_efficientnet(name: str, device: str = "auto", size: int | None = None, runtime: str = "auto") -> EfficientNetEncoder:
-    """`size`: input px (default the model's own: Lite0 224, Lite2 260). `runtime`: auto = ONNX Runtime on CPU when
-    the `cpu` extra installed it, else torch; torch runs in channels_last (about twice the default format's throughput
+    """`size`: input px (default the model's own: Lite0 224, Lite2 260). `runtime` (`onnx_runtime.RUNTIMES`): auto =
+    ONNX Runtime on CPU when the `cpu` extra installed it, else torch; torch runs in channels_last (about twice the default format's throughput
     on CPU for these depthwise-separable nets)."""
     if name not in PACKAGES:
         raise ValueError(f"unknown image encoder {name!r}; allowed: {', '.join(PACKAGES)}")
-    if runtime not in RUNTIMES:
-        raise ValueError(f"unknown runtime {runtime!r}; allowed: {', '.join(RUNTIMES)}")
     size = size or PACKAGES[name].input_size
     dev = resolve_device(device)
     model = load_packaged_weights(name).to(dev, memory_format=torch.channels_last)
-    use_onnx = runtime == "onnxruntime" or (runtime == "auto" and dev.type == "cpu" and onnx_available())
-    if use_onnx and dev.type != "cpu":
-        raise ValueError(f"{name}: runtime onnxruntime runs on the CPU here; use runtime torch for device {dev.type}")
-    session = onnx_session(model, size) if use_onnx else None
+    session = None
+    if onnx_runtime.use_onnx(runtime, dev, name):
+        session = onnx_runtime.session(_Heads(model), (torch.zeros(1, 3, size, size),), ["x"], ["features", "logits"],
+                                       {"x": {0: "n"}})
     return EfficientNetEncoder(name, model, size, dev, partial(batch_tensor, size=size), session)

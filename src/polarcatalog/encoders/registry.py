@@ -101,7 +101,7 @@ def _efficientnet(spec: EncoderSpec, device: str, runtime: str) -> ImageEncoder:
 def _minilm(spec: EncoderSpec, device: str, runtime: str) -> TextEncoder:
     from polarcatalog.encoders.minilm import MiniLMEncoder  # heavy: torch, sentence-transformers
 
-    return MiniLMEncoder(device)
+    return MiniLMEncoder(device, runtime)
 
 
 def _open_clip(spec: EncoderSpec, device: str, runtime: str) -> ImageEncoder:
@@ -116,7 +116,8 @@ def _hf(spec: EncoderSpec, device: str, runtime: str) -> ImageEncoder:
     return HFEncoder(spec.model, device)
 
 
-# (spec, device, runtime): the runtime choice (auto | onnxruntime | torch) applies to the packaged EfficientNets only
+# (spec, device, runtime): the runtime choice (auto | onnxruntime | torch) applies to the packaged CPU models
+# (EfficientNet-Lite, MiniLM) only
 FAMILIES: dict[str, Callable[[EncoderSpec, str, str], ImageEncoder | TextEncoder]] = {
     "efficientnet": _efficientnet, "minilm": _minilm, "open_clip": _open_clip, "hf": _hf}
 

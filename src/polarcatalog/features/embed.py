@@ -176,8 +176,8 @@ def embed_all(processed: Path, out: Path, cache_root: Path, image: Sequence[Enco
             np.save(out / entry["chunks"], encode_texts(enc, chunks["text"].tolist(), cache_root, batch_size, st), allow_pickle=False)
         manifest["image"][name] = entry
     if text and any("chunks" not in v for v in manifest["image"].values()):
-        tenc = create_encoder(text, "text", device)
-        manifest["text"] = {"name": text.name, "id": tenc.id, "dim": tenc.dim, "chunks": f"{safe_name(text.name)}__chunks.npy"}
+        tenc = create_encoder(text, "text", device, runtime)
+        manifest["text"] = {"name": text.name, "id": tenc.id, "dim": tenc.dim, "runtime": getattr(tenc, "runtime", "torch"), "chunks": f"{safe_name(text.name)}__chunks.npy"}
         st = stats.setdefault(text.name, {})
         np.save(out / manifest["text"]["chunks"], encode_texts(tenc, chunks["text"].tolist(), cache_root, batch_size, st), allow_pickle=False)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")

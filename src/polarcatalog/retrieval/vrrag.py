@@ -21,8 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
-from sklearn.linear_model import Ridge
-from sklearn.model_selection import PredefinedSplit, cross_val_predict
 
 from polarcatalog.eval.splits import species_folds
 from polarcatalog.index import build_index, search
@@ -44,6 +42,9 @@ def fit_bridge(text: np.ndarray, target: np.ndarray, chunk_species: np.ndarray, 
     saw its species (open-vocabulary honesty). Returns (bridged chunk vectors, mean held-out cosine).
 
     The bias is a column of ones penalised like every other weight (`fit_intercept=False`), solved by Cholesky."""
+    from sklearn.linear_model import Ridge  # here, not at the top: sklearn costs every stage's kernel ~0.6 s of import
+    from sklearn.model_selection import PredefinedSplit, cross_val_predict
+
     X = np.hstack([text, np.ones((len(text), 1), text.dtype)]).astype(np.float64)
     cv = PredefinedSplit(species_folds(chunk_species, folds, seed))
     out = l2_normalise(cross_val_predict(Ridge(alpha, fit_intercept=False, solver="cholesky"), X, target.astype(np.float64), cv=cv))

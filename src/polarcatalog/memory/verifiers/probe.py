@@ -5,8 +5,6 @@ ground-truth labels, and the reports say so."""
 from __future__ import annotations
 
 import numpy as np
-from sklearn.decomposition import PCA
-from sklearn.linear_model import LogisticRegression
 
 from polarcatalog.eval.splits import species_folds
 from polarcatalog.memory.inputs import GraphInputs
@@ -22,6 +20,9 @@ class ProbeVerifier:
                   score_x: np.ndarray, score_species: np.ndarray) -> np.ndarray:
         """Scores [n_score, C] in [0, 1]: rows of a species in fold f are scored by probes fit on the other folds.
         A concept that is constant in a training fold gets that constant as its probability."""
+        from sklearn.decomposition import PCA  # here, not at the top: sklearn costs every stage ~0.7 s of import
+        from sklearn.linear_model import LogisticRegression
+
         fold = species_folds(np.concatenate([train_species, score_species]), self.folds, self.seed)
         f_train, f_score = fold[: len(train_species)], fold[len(train_species):]
         out = np.zeros((len(score_x), train_y.shape[1]), np.float64)
