@@ -180,3 +180,25 @@ def test_zero_shot_scores_cover_catalog_queries_and_local_views(tiny_clip_name, 
     ws.anchor_f["efficientnet_lite0"] = unit(3)
     with pytest.raises(ValueError, match="no text tower"):
         ZeroShotVerifier("efficientnet_lite0", "cpu", tmp_path / "cache").score(inputs)
+
+
+def test_cost_table_peak_memory_is_each_steps_own_high_water_mark():
+    """The Table 7 cost rows read the process's peak resident memory, reset at each step: a step that allocates
+    200 MB shows it, the next step (which allocates nothing) does not inherit it, and the total row takes the max."""
+    import sys
+
+    from polarcatalog.memory import report
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("peak resident memory is read from /proc")
+    costs: list[dict] = []
+    with report.measured(costs, "allocates", 10, calls=2):
+        block = np.ones(200 * 2**20 // 8)  # 200 MB, touched
+        del block
+    with report.measured(costs, "idle", 10):
+        pass
+    big, idle = (c["peak memory (MB)"] for c in costs)
+    assert big - idle > 150, (big, idle)
+    table = report.cost_table(costs)
+    assert table.iloc[-1]["peak memory (MB)"] == round(big, 3) and table.iloc[-1]["backend calls per episode"] == 2
+    assert costs[0]["time per episode (ms)"] == 1000 * costs[0]["total (s)"] / 10

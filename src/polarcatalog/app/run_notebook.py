@@ -22,15 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-# jsonschema (imported by papermill's nbformat) registers its "iri" format checker only if `rfc3987_syntax` imports,
-# and that import builds a Lark grammar: 1.2 s, paid by every stage before its kernel starts. Notebook validation never
-# checks that format, so the module is marked absent (a standard `sys.modules` opt-out) unless something loaded it first.
-sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+from polarcatalog.app.nbfile import nbformat  # before papermill, which imports nbformat: without jsonschema's IRI grammar
+from polarcatalog.numerics import stage_env
 
-import nbformat  # noqa: E402
-import papermill  # noqa: E402
-
-from polarcatalog.numerics import stage_env  # noqa: E402
+import papermill  # noqa: I001  (after nbfile on purpose)
 
 
 def _kernel_env(root: Path) -> None:
