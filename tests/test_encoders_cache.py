@@ -243,6 +243,30 @@ def test_onnx_runtime_gives_the_torch_vectors_of_minilm_for_any_text_length():
         create_encoder("minilm", "text", "cpu", "tensorrt")
 
 
+def test_minilm_onnx_export_is_kept_and_a_damaged_copy_is_rebuilt(tmp_path):
+    """The export happens once: a later process loads the kept file with `tokenizers` and ONNX Runtime alone (no
+    sentence-transformers import, ~4 s saved per stage), and a file cut short by a crash is exported again."""
+    import json
+    import subprocess
+    import sys
+
+    from polarcatalog.encoders.minilm import MiniLMEncoder
+
+    first = MiniLMEncoder("cpu", "onnxruntime", tmp_path)
+    (kept,) = list(tmp_path.glob("*.onnx"))
+    probe = ("import json, sys; from pathlib import Path; from polarcatalog.encoders.minilm import MiniLMEncoder; "
+             f"e = MiniLMEncoder('cpu', 'onnxruntime', Path({str(tmp_path)!r})); "
+             "print(json.dumps(e.encode_texts(['A yellow mouse.'])[0, :4].tolist())); "
+             "print('sentence_transformers' in sys.modules or 'transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[-1] == "False"
+    np.testing.assert_allclose(json.loads(out[-2]), first.encode_texts(["A yellow mouse."])[0, :4], atol=1e-7)
+    kept.write_bytes(kept.read_bytes()[:1000])  # a crash mid-write (the writer is atomic; a disk can still fail)
+    again = MiniLMEncoder("cpu", "onnxruntime", tmp_path)
+    assert kept.stat().st_size > 1_000_000
+    np.testing.assert_array_equal(again.encode_texts(["A yellow mouse."]), first.encode_texts(["A yellow mouse."]))
+
+
 def _writer(root: str, worker: int, batches: int) -> None:
     """One process of the concurrency test: its own keys, several puts."""
     cache = FeatureCache(root, "enc@concurrent")

@@ -26,3 +26,4 @@ FIGURES = REPORTS / "figures"
 PLOTS = REPORTS / "plots"  # the data behind each figure: committed, declared as DVC plots (`dvc plots diff`)
 FEATURES = Path("data/features")
 FEATURE_CACHE = Path("data/cache/features")
+MODELS = Path("models")  # derived model files (e.g. ONNX exports of the packaged models): rebuilt on demand, never committed

@@ -151,6 +151,6 @@ def create_efficientnet(name: str, device: str = "auto", size: int | None = None
     model = load_packaged_weights(name).to(dev, memory_format=torch.channels_last)
     session = None
     if onnx_runtime.use_onnx(runtime, dev, name):
-        session = onnx_runtime.session(_Heads(model), (torch.zeros(1, 3, size, size),), ["x"], ["features", "logits"],
-                                       {"x": {0: "n"}})
+        session = onnx_runtime.session(onnx_runtime.export(_Heads(model), (torch.zeros(1, 3, size, size),), ["x"],
+                                                          ["features", "logits"], {"x": {0: "n"}}))
     return EfficientNetEncoder(name, model, size, dev, partial(batch_tensor, size=size), session)

@@ -1,18 +1,23 @@
 """ONNX Runtime for the packaged CPU models (EfficientNet-Lite, MiniLM): the `cpu` extra.
 
-The torch module is exported in memory (under a second; nothing written to disk) and loaded with as many intra-op
-threads as torch uses. On 2 CPU cores ONNX Runtime runs the EfficientNets about 3x and a single MiniLM text about
-2.5x faster than torch, with the same vectors to float error (tests/test_encoders_cache.py holds both). The vectors
-are close, not bit-identical, so each encoder's id names its runtime and the feature cache keeps them apart.
+A torch module is exported (under a second) and loaded with as many intra-op threads as torch uses. On 2 CPU cores
+ONNX Runtime runs the EfficientNets about 3x and a single MiniLM text about 2x faster than torch, with the same
+vectors to float error (tests/test_encoders_cache.py holds both). The vectors are close, not bit-identical, so each
+encoder's id names its runtime and the feature cache keeps them apart.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from io import BytesIO
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 import torch
+
+OPSET = 17
+RUNTIMES = ("auto", "onnxruntime", "torch")
 
 
 def available() -> bool:
@@ -35,22 +40,44 @@ def use_onnx(runtime: str, device: torch.device, model: str) -> bool:
     return chosen
 
 
-RUNTIMES = ("auto", "onnxruntime", "torch")
-
-
-def session(module: torch.nn.Module, example: tuple[torch.Tensor, ...], inputs: list[str], outputs: list[str],
-            dynamic_axes: dict[str, dict[int, str]]) -> Any:
-    """`module` (in eval mode) exported with `example` inputs and loaded in an ONNX Runtime CPU session."""
-    import onnxruntime as ort  # optional: the `cpu` extra
-
+def export(module: torch.nn.Module, example: tuple[torch.Tensor, ...], inputs: list[str], outputs: list[str],
+           dynamic_axes: dict[str, dict[int, str]], path: Path | None = None) -> bytes:
+    """`module` (put in eval mode) as ONNX bytes; with `path`, also written there atomically (a reader never sees half)."""
     buffer = BytesIO()
     with warnings.catch_warnings():  # the tracer's notes on Python branches it fixes (shapes stay dynamic): noise in a stage
         warnings.simplefilter("ignore")
         torch.onnx.export(module.eval(), example, buffer, input_names=inputs, output_names=outputs,
-                          dynamic_axes=dynamic_axes, dynamo=False, opset_version=17)
+                          dynamic_axes=dynamic_axes, dynamo=False, opset_version=OPSET)
+    data = buffer.getvalue()
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    return data
+
+
+def session(model: bytes | Path) -> Any:
+    """An ONNX Runtime CPU session on `model` (bytes, or a file)."""
+    import onnxruntime as ort  # optional: the `cpu` extra
+
     options = ort.SessionOptions()
     options.intra_op_num_threads = torch.get_num_threads()
     # no spin-waiting between runs: the embed path decodes the next batch on another thread meanwhile
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.log_severity_level = 3
-    return ort.InferenceSession(buffer.getvalue(), options, providers=["CPUExecutionProvider"])
+    source = str(model) if isinstance(model, Path) else model
+    return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+
+
+def cached_session(path: Path, export_to: Callable[[Path], None]) -> Any:
+    """A session on the model file at `path`, exported there first by `export_to(path)` when absent or unreadable
+    (a file cut short by a crash fails to load and is exported again). The file name must change with whatever the
+    export depends on: the caller names it by model and exporter versions."""
+    if path.is_file():
+        try:
+            return session(path)
+        except Exception:  # noqa: BLE001  # onnxruntime raises its own exception types for a damaged file
+            path.unlink(missing_ok=True)
+    export_to(path)
+    return session(path)
