@@ -170,10 +170,8 @@ class StageRun:
 
 
 def notebook_html(path: Path) -> str:
-    # Imported here, not at the top: only finish() needs nbconvert, and nbformat comes from nbfile (without
-    # jsonschema's IRI grammar): together ~1.5 s less for every stage's kernel.
-    from polarcatalog.app.nbfile import nbformat
-    from nbconvert import HTMLExporter
+    from polarcatalog.app.nbfile import nbformat  # heavy: jsonschema; only finish() needs it (nbfile: without the IRI grammar)
+    from nbconvert import HTMLExporter  # heavy: ~0.5 s, paid by every stage's kernel if imported at the top
 
     html, _ = HTMLExporter(template_name="lab").from_notebook_node(nbformat.read(path, as_version=4))
     return html

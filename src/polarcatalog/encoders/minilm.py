@@ -34,7 +34,7 @@ def _sentence_transformer(device: str) -> Any:
 
 def _export(path: Path) -> None:
     """The sentence-transformers model (token ids -> normalised sentence vector) as ONNX at `path`, written atomically."""
-    import torch
+    import torch  # heavy: only the one-time export needs the torch model
 
     model = _sentence_transformer("cpu")
 
@@ -63,7 +63,7 @@ class MiniLMEncoder:
         self.session: Any = None
         self.model: Any = None
         if onnx_runtime.use_onnx(runtime, dev, "minilm"):
-            from tokenizers import Tokenizer
+            from tokenizers import Tokenizer  # heavy (Rust extension): only on the ONNX path
 
             # tokenizer.json pads and truncates to 128: sentence-transformers reads 256 from its own config, no padding
             self.tokenizer = Tokenizer.from_file(str(MODEL_DIR / "tokenizer.json"))

@@ -23,8 +23,8 @@ RUNTIMES = ("auto", "onnxruntime", "torch")
 def available() -> bool:
     """Whether the `cpu` extra is installed: torch's exporter needs `onnx`, the session needs `onnxruntime`."""
     try:
-        import onnx  # noqa: F401
-        import onnxruntime  # noqa: F401
+        import onnx  # noqa: F401  # optional: the `cpu` extra (torch's exporter needs it)
+        import onnxruntime  # noqa: F401  # optional: the `cpu` extra
     except ImportError:
         return False
     return True

@@ -42,7 +42,7 @@ def fit_bridge(text: np.ndarray, target: np.ndarray, chunk_species: np.ndarray, 
     saw its species (open-vocabulary honesty). Returns (bridged chunk vectors, mean held-out cosine).
 
     The bias is a column of ones penalised like every other weight (`fit_intercept=False`), solved by Cholesky."""
-    from sklearn.linear_model import Ridge  # here, not at the top: sklearn costs every stage's kernel ~0.6 s of import
+    from sklearn.linear_model import Ridge  # heavy: sklearn costs every stage's kernel ~0.6 s of import
     from sklearn.model_selection import PredefinedSplit, cross_val_predict
 
     X = np.hstack([text, np.ones((len(text), 1), text.dtype)]).astype(np.float64)

@@ -20,7 +20,7 @@ class ProbeVerifier:
                   score_x: np.ndarray, score_species: np.ndarray) -> np.ndarray:
         """Scores [n_score, C] in [0, 1]: rows of a species in fold f are scored by probes fit on the other folds.
         A concept that is constant in a training fold gets that constant as its probability."""
-        from sklearn.decomposition import PCA  # here, not at the top: sklearn costs every stage ~0.7 s of import
+        from sklearn.decomposition import PCA  # heavy: sklearn costs every stage ~0.7 s of import
         from sklearn.linear_model import LogisticRegression
 
         fold = species_folds(np.concatenate([train_species, score_species]), self.folds, self.seed)
