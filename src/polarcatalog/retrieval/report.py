@@ -181,7 +181,8 @@ def retrieval_markdown(table: pd.DataFrame, metrics: dict, configured: Mapping[s
         "anchor mirror, the anchor scale (compared without the anchor mirror, so against the `no anchor mirror` row) "
         "and the hubness correction (CSLS over the query batch, `retrieval.hubness`: transductive like batch centring). "
         "Their Δ is the lever's effect on test; a lever whose CI includes 0 is not shown to help there. Colour-robust "
-        "levers for the shiny sprites (grey and hue-shifted views), which did not help on dev, are measured in "
+        "levers for the shiny sprites (grey and hue-shifted views, and projecting out the directions a recolouring "
+        "moves a feature along), none of which beats this pipeline on dev, are measured with their test effects in "
         "`reports/benchmarks/colour_levers.md` (`benchmarks/colour_levers.py`).",
         "- `text` rows use the chunk text alone. The embedded encoders have no text tower, so chunk text reaches "
         "their space through a ridge map from MiniLM fitted on other species only (cross-fitted by species folds); "
