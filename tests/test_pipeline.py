@@ -320,13 +320,15 @@ def test_cli_evaluate_on_a_tiny_folder(repo, tmp_path):
     metrics = json.loads((tmp_path / "out/metrics.json").read_text())
     assert metrics["labelled"]["n"] == 3 and metrics["unlabelled"] == 1 and metrics["quarantined"] == 3
     assert metrics["folder"]["not_images"] == ["bulbasaur/README.txt"]
-    # 4 images < retrieval.min_center_batch: the configured batch centring falls back, and says so
-    assert metrics["query_centring"]["by"] == "catalog" and "centred by the catalog mean, not this folder's own" in out
-    # or each query alone with the statistics of the pipeline's dev sprites, on request
-    ref = run_ok([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(q), "--out", str(tmp_path / "ref"),
-                  "--set", "retrieval.query_centre=reference"], root, env).stdout
-    assert json.loads((tmp_path / "ref/metrics.json").read_text())["query_centring"]["by"] == "reference"
-    assert "statistics of the pipeline's dev sprites" in ref and "3 labelled queries" in ref
+    # 4 images < retrieval.min_center_batch: the configured batch centring falls back to small_batch_centre (each query
+    # alone with the statistics of the pipeline's dev sprites), and says so
+    assert metrics["query_centring"]["by"] == "reference" and "too few to centre the queries by this folder's own mean" in out
+    assert "statistics of the pipeline's dev sprites" in out and "retrieval.small_batch_centre=catalog" in out
+    # or by the catalog mean, on request
+    cat = run_ok([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(q), "--out", str(tmp_path / "cat"),
+                  "--set", "retrieval.small_batch_centre=catalog"], root, env).stdout
+    assert json.loads((tmp_path / "cat/metrics.json").read_text())["query_centring"]["by"] == "catalog"
+    assert "centred by the catalog mean" in cat and "3 labelled queries" in cat
     assert sorted(Path(r["path"]).name for r in metrics["folder"]["quarantined"]) == ["blank.jpg", "broken.png",
                                                                                        "transparent.png"]
     pred = pd.read_csv(tmp_path / "out/predictions.csv")

@@ -188,3 +188,35 @@ def test_reference_statistics_score_each_query_on_its_own():
     batch_all = vr.candidates(prep(queries, "batch"), hubness_k=5)
     batch_few = vr.candidates(prep({n: q[:3] for n, q in queries.items()}, "batch"), hubness_k=5)
     assert not np.allclose(batch_few.s_m, batch_all.s_m[:3])  # the batch's own statistics move every score
+
+
+def test_a_batch_too_small_for_its_own_statistics_falls_back_to_small_batch_centre():
+    """The configured batch centring needs `min_center_batch` queries. A smaller batch (a user's small folder) is scored
+    one query at a time: by default with the dev queries' mean and CSLS neighbourhoods (`reference`), on request by the
+    catalog mean with no CSLS (`catalog`). A large enough batch keeps its own statistics."""
+    import pandas as pd
+
+    from polarcatalog.app.workflows import query_side
+    from polarcatalog.config import Retrieval
+    from polarcatalog.features.workspace import Workspace
+
+    rng = np.random.default_rng(5)
+    S, d = 40, 16
+    ids = np.arange(S)
+    anchors = {n: rng.normal(size=(S, d)).astype(np.float32) for n in ("g", "h")}
+    cat = build_catalog(ids, ids, ids, anchors, {n: None for n in anchors}, None, True, 2, 1.0, 0)
+    pool = {n: (a[:30] + 0.8 * rng.normal(size=(30, d)) + 1.5).astype(np.float32) for n, a in anchors.items()}
+    split = np.array(["dev"] * 20 + ["test"] * 10)  # the workspace's own queries: 20 dev ones are the reference
+    ws = Workspace(None, None, pd.DataFrame({"split": split}), None, {}, anchors, pool, {}, None)
+    rp = Retrieval(ensemble=["g"], reranker="h", center=True, query_centre="batch", min_center_batch=8, hubness="csls",
+                   hubness_k=5)
+    few = {n: q[20:24] for n, q in pool.items()}  # 4 < 8
+    side = query_side(few, cat, rp, ws)
+    assert side.by == "reference" and side.hubness_k == 5 and side.hubness_ref is not None
+    np.testing.assert_allclose(side.queries["g"], normalise(few["g"] - pool["g"][:20].mean(0)), atol=1e-6)
+    alone = query_side({n: q[:1] for n, q in few.items()}, cat, rp, ws)  # each query's vector is its own business
+    np.testing.assert_allclose(alone.queries["g"][0], side.queries["g"][0], atol=1e-6)
+    cat_side = query_side(few, cat, rp.model_copy(update={"small_batch_centre": "catalog"}), ws)
+    assert cat_side.by == "catalog" and cat_side.hubness_k is None
+    big = query_side({n: q[:10] for n, q in pool.items()}, cat, rp, ws)
+    assert big.by == "batch" and big.hubness_ref is None

@@ -184,6 +184,8 @@ class Retrieval(_Section):
     # alone, by the statistics (mean, CSLS neighbourhoods) of the pipeline's dev queries
     query_centre: Literal["batch", "catalog", "reference"] = "batch"
     min_center_batch: int = Field(32, ge=2)
+    # query_centre batch with fewer queries than min_center_batch (a user's small folder): reference | catalog
+    small_batch_centre: Literal["reference", "catalog"] = "reference"
     hubness: Literal["none", "csls"] = "none"  # csls: penalise catalog items that are near every query of the batch (transductive)
     hubness_k: int = Field(10, ge=1)
     bridge_folds: int = Field(2, ge=2, le=20)

@@ -287,17 +287,20 @@ def _kgret(vr: Any, side: QuerySide, triples: pd.DataFrame, params: Params, budg
 
 def _centring(rp: Any, n_queries: int, by: str) -> dict[str, Any]:
     """`by` (`QuerySide.by`), with a note when the configured batch centring fell back: a folder under
-    `retrieval.min_center_batch` images is centred by the catalog mean (each query on its own), which changes scores
-    against a run on a larger folder, so the user is told rather than left to wonder."""
+    `retrieval.min_center_batch` images is too small to be its own statistics, so each query is scored on its own
+    (`retrieval.small_batch_centre`), which changes scores against a run on a larger folder: the user is told rather
+    than left to wonder."""
     notes = {"reference": "each query scored on its own, centred and hubness-corrected by the statistics of the "
                           "pipeline's dev sprites (retrieval.query_centre: reference)"}
-    if by == "catalog" and rp.query_centre == "batch":
-        notes["catalog"] = (
-            f"queries centred by the catalog mean, not this folder's own: {n_queries} image(s) < "
-            f"retrieval.min_center_batch = {rp.min_center_batch} (each query is then scored on its own; "
-            "--set retrieval.query_centre=catalog always does this). For sprite-like images, "
-            "--set retrieval.query_centre=reference scores each one alone with the statistics of the pipeline's "
-            "dev sprites instead (the `dev-query statistics` row of reports/retrieval.md)")
+    if rp.query_centre == "batch" and by in ("reference", "catalog"):
+        how = {"reference": "centred and hubness-corrected by the statistics of the pipeline's dev sprites",
+               "catalog": "centred by the catalog mean"}[by]
+        other = "catalog" if by == "reference" else "reference"
+        notes[by] = (f"{n_queries} image(s) < retrieval.min_center_batch = {rp.min_center_batch}: too few to centre the "
+                     f"queries by this folder's own mean, so each one is scored on its own, {how} "
+                     f"(retrieval.small_batch_centre: {by}; the `dev-query statistics` and `catalog-mean centring` rows "
+                     f"of reports/retrieval.md). For images far from sprites, compare with --set "
+                     f"retrieval.small_batch_centre={other}")
     return {"by": by} if by == "none" else {"by": by, "note": notes.get(by)}
 
 

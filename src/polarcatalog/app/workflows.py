@@ -98,15 +98,20 @@ class QuerySide:
 
 def query_side(features: dict[str, np.ndarray], catalog: Catalog, rp: Retrieval, ws: Workspace) -> QuerySide:
     """The one place that reads `retrieval.query_centre` and `retrieval.hubness`, for the pipeline, the CLI and the KG
-    experiment: by the batch (transductive; a batch under `min_center_batch` falls back to the catalog mean and no
-    CSLS), by the catalog mean, or by the reference queries (`reference_queries`)."""
+    experiment: by the batch (transductive), by the catalog mean, or by the reference queries (`reference_queries`).
+    A batch under `min_center_batch` (a user's small folder) is too small to be its own statistics: it falls back to
+    `small_batch_centre`, the reference queries or the catalog mean (no CSLS)."""
     csls = rp.hubness_k if rp.hubness == "csls" else None
-    if rp.center and rp.query_centre == "reference":
-        ref = {n: v for n, v in reference_queries(ws).items() if n in features}
+    n = len(next(iter(features.values())))
+    by = rp.query_centre
+    if rp.center and by == "batch" and not batch_statistics(n, rp.center, rp.min_center_batch, by):
+        by = rp.small_batch_centre
+    if rp.center and by == "reference":
+        ref = {name: v for name, v in reference_queries(ws).items() if name in features}
         prep = lambda f: prepare_queries(f, catalog, rp.center, rp.min_center_batch, "reference", ref)  # noqa: E731
         return QuerySide(prep(features), "reference", csls, prep(ref))
-    batch = batch_statistics(len(next(iter(features.values()))), rp.center, rp.min_center_batch, rp.query_centre)
-    return QuerySide(prepare_queries(features, catalog, rp.center, rp.min_center_batch, rp.query_centre),
+    batch = batch_statistics(n, rp.center, rp.min_center_batch, by)
+    return QuerySide(prepare_queries(features, catalog, rp.center, rp.min_center_batch, by),
                      "batch" if batch else "catalog" if rp.center else "none", csls if batch else None)
 
 
