@@ -165,16 +165,24 @@ def test_hubness_correction_equals_csls_and_demotes_a_hub():
     assert top1(corrected) > top1(plain)
 
 
+def _shifted_queries(seed: int, species: slice, rng: np.random.Generator | None = None):
+    """(rng, a centred catalog of 40 species in two encoders g and h, queries of `species`: their anchors plus noise,
+    all shifted off the catalog's mean, as a query domain is). With `rng`, the catalog is drawn anew from `seed` and
+    the queries from `rng`, so a second call adds a disjoint draw of queries to the same catalog."""
+    base = np.random.default_rng(seed)
+    anchors = {n: base.normal(size=(40, 16)).astype(np.float32) for n in ("g", "h")}
+    ids = np.arange(40)
+    cat = build_catalog(ids, ids, ids, anchors, {n: None for n in anchors}, None, True, 2, 1.0, 0)
+    rng = rng or base
+    queries = {n: (a[species] + 0.8 * rng.normal(size=a[species].shape) + 1.5).astype(np.float32) for n, a in anchors.items()}
+    return rng, cat, queries
+
+
 def test_reference_statistics_score_each_query_on_its_own():
     """`query_centre: reference`: queries are centred by a fixed reference set's mean and CSLS reads the reference's
     neighbourhoods, so a query's candidates do not depend on the other queries of its batch (as they do with `batch`)."""
-    rng = np.random.default_rng(3)
-    S, d = 40, 16
-    ids = np.arange(S)
-    anchors = {n: rng.normal(size=(S, d)).astype(np.float32) for n in ("g", "h")}
-    cat = build_catalog(ids, ids, ids, anchors, {n: None for n in anchors}, None, True, 2, 1.0, 0)
-    queries = {n: (a[:12] + 0.8 * rng.normal(size=(12, d)) + 1.5).astype(np.float32) for n, a in anchors.items()}
-    reference = {n: (a[20:] + 0.8 * rng.normal(size=(20, d)) + 1.5).astype(np.float32) for n, a in anchors.items()}
+    rng, cat, queries = _shifted_queries(3, slice(0, 12))
+    _, _, reference = _shifted_queries(3, slice(20, 40), rng)
     with pytest.raises(ValueError, match="reference queries"):
         prepare_queries(queries, cat, True, 2, "reference")
     prep = lambda q, by: prepare_queries(q, cat, True, 2, by, reference)  # noqa: E731
@@ -200,14 +208,9 @@ def test_a_batch_too_small_for_its_own_statistics_falls_back_to_small_batch_cent
     from polarcatalog.config import Retrieval
     from polarcatalog.features.workspace import Workspace
 
-    rng = np.random.default_rng(5)
-    S, d = 40, 16
-    ids = np.arange(S)
-    anchors = {n: rng.normal(size=(S, d)).astype(np.float32) for n in ("g", "h")}
-    cat = build_catalog(ids, ids, ids, anchors, {n: None for n in anchors}, None, True, 2, 1.0, 0)
-    pool = {n: (a[:30] + 0.8 * rng.normal(size=(30, d)) + 1.5).astype(np.float32) for n, a in anchors.items()}
+    _, cat, pool = _shifted_queries(5, slice(0, 30))
     split = np.array(["dev"] * 20 + ["test"] * 10)  # the workspace's own queries: 20 dev ones are the reference
-    ws = Workspace(None, None, pd.DataFrame({"split": split}), None, {}, anchors, pool, {}, None)
+    ws = Workspace(None, None, pd.DataFrame({"split": split}), None, {}, {}, pool, {}, None)
     rp = Retrieval(ensemble=["g"], reranker="h", center=True, query_centre="batch", min_center_batch=8, hubness="csls",
                    hubness_k=5)
     few = {n: q[20:24] for n, q in pool.items()}  # 4 < 8
