@@ -286,22 +286,25 @@ def _kgret(vr: Any, side: QuerySide, triples: pd.DataFrame, params: Params, budg
 
 
 def _centring(rp: Any, n_queries: int, by: str) -> dict[str, Any]:
-    """`by` (`QuerySide.by`), with a note when the configured batch centring fell back: a folder under
-    `retrieval.min_center_batch` images is too small to be its own statistics, so each query is scored on its own
-    (`retrieval.small_batch_centre`), which changes scores against a run on a larger folder: the user is told rather
-    than left to wonder."""
-    notes = {"reference": "each query scored on its own, centred and hubness-corrected by the statistics of the "
-                          "pipeline's dev sprites (retrieval.query_centre: reference)"}
-    if rp.query_centre == "batch" and by in ("reference", "catalog"):
-        how = {"reference": "centred and hubness-corrected by the statistics of the pipeline's dev sprites",
-               "catalog": "centred by the catalog mean"}[by]
+    """`by` (`QuerySide.by`) and a note on what it means for these scores. When the configured batch centring fell
+    back (a folder under `retrieval.min_center_batch` images is too small to be its own statistics, so each query is
+    scored on its own by `retrieval.small_batch_centre`), scores differ from a run on a larger folder: the user is told
+    rather than left to wonder."""
+    if by == "none":
+        return {"by": by}
+    how = {"reference": "centred and hubness-corrected by the statistics of the pipeline's dev sprites",
+           "catalog": "centred by the catalog mean", "batch": None}[by]
+    note = None
+    if rp.query_centre == "batch" and by != "batch":
         other = "catalog" if by == "reference" else "reference"
-        notes[by] = (f"{n_queries} image(s) < retrieval.min_center_batch = {rp.min_center_batch}: too few to centre the "
-                     f"queries by this folder's own mean, so each one is scored on its own, {how} "
-                     f"(retrieval.small_batch_centre: {by}; the `dev-query statistics` and `catalog-mean centring` rows "
-                     f"of reports/retrieval.md). For images far from sprites, compare with --set "
-                     f"retrieval.small_batch_centre={other}")
-    return {"by": by} if by == "none" else {"by": by, "note": notes.get(by)}
+        note = (f"{n_queries} image(s) < retrieval.min_center_batch = {rp.min_center_batch}: too few to centre the "
+                f"queries by this folder's own mean, so each one is scored on its own, {how} "
+                f"(retrieval.small_batch_centre: {by}; the `dev-query statistics` and `catalog-mean centring` rows "
+                f"of reports/retrieval.md). For images far from sprites, compare with --set "
+                f"retrieval.small_batch_centre={other}")
+    elif by == "reference":
+        note = f"each query scored on its own, {how} (retrieval.query_centre: reference)"
+    return {"by": by, "note": note}
 
 
 def _unlabelled(q: pd.DataFrame, scale: AnchorScale, stats: dict) -> dict:

@@ -104,7 +104,7 @@ def query_side(features: dict[str, np.ndarray], catalog: Catalog, rp: Retrieval,
     csls = rp.hubness_k if rp.hubness == "csls" else None
     n = len(next(iter(features.values())))
     by = rp.query_centre
-    if rp.center and by == "batch" and not batch_statistics(n, rp.center, rp.min_center_batch, by):
+    if rp.center and by == "batch" and n < rp.min_center_batch:
         by = rp.small_batch_centre
     if rp.center and by == "reference":
         ref = {name: v for name, v in reference_queries(ws).items() if name in features}
