@@ -88,6 +88,27 @@ def test_every_stage_reads_only_what_dvc_yaml_declares(repo):
     assert any(f.startswith("data/raw/pokesprite/") for f in records["embed"]["files"])
 
 
+def test_embed_keeps_a_colour_basis_for_the_projected_encoders_only(repo):
+    """The embed stage learns the colour-nuisance directions for `retrieval.colour_invariant` and no other encoder; the
+    retrieval's anchors of those encoders have no component left along the configured directions."""
+    from polarcatalog.app.workflows import retrieval_features
+    from polarcatalog.config import load_params
+    from polarcatalog.features.workspace import load_workspace
+
+    root, _ = repo
+    params = load_params(root / "params.yaml")
+    rp = params.retrieval
+    ws = load_workspace(root / "data/features", root / "data/processed")
+    assert rp.colour_invariant and set(ws.colour_basis) == set(rp.colour_invariant) != set(ws.anchor_f)
+    feats = retrieval_features(ws.anchor_f, ws, rp)
+    for name, basis in ws.colour_basis.items():
+        np.testing.assert_allclose(basis @ basis.T, np.eye(len(basis)), atol=1e-4)
+        assert len(basis) == 3 * len(ws.anchors)  # hue +120, hue +240 and grey per anchor (fewer than MAX_DIM here)
+        np.testing.assert_allclose(feats[name] @ basis[: rp.colour_invariant_dim].T, 0.0, atol=1e-5)
+    for name in set(ws.anchor_f) - set(rp.colour_invariant):
+        assert feats[name] is ws.anchor_f[name]
+
+
 def test_curation_report(repo):
     root, _ = repo
     m = json.loads((root / "reports/curation.json").read_text())

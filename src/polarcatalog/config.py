@@ -193,6 +193,10 @@ class Retrieval(_Section):
     index: Literal["flat", "ivf"] = "flat"
     ivf_nlist: int = Field(256, ge=1)
     seed: int = Field(0, ge=0)
+    # encoders whose features lose the colour-nuisance subspace (features/colour_nuisance.py; the embed stage encodes
+    # their anchors in other colours to learn it), and how many of its directions
+    colour_invariant: list[str] = Field(default_factory=list)
+    colour_invariant_dim: int = Field(16, ge=1, le=256)
 
     @model_validator(mode="after")
     def _k_within_r(self) -> "Retrieval":
@@ -368,10 +372,15 @@ class Params(_Section):
 
     @model_validator(mode="after")
     def _encoders_embedded(self) -> "Params":
-        missing = [n for n in [*self.retrieval.ensemble, self.retrieval.reranker] if n and n not in self.encoders.names]
+        r = self.retrieval
+        missing = [n for n in [*r.ensemble, r.reranker] if n and n not in self.encoders.names]
         if missing:
             raise ValueError(f"retrieval uses {missing} but encoders.image ({self.encoders.names}) does not embed them; "
                              "add them to encoders.image")
+        unknown = [n for n in r.colour_invariant if n not in self.encoders.names]
+        if unknown:
+            raise ValueError(f"retrieval.colour_invariant names {unknown}, which encoders.image ({self.encoders.names}) "
+                             "does not embed; name members of encoders.image")
         return self
 
     @model_validator(mode="after")

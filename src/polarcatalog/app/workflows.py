@@ -14,6 +14,7 @@ from polarcatalog.data.domain import Domain, create_domain
 from polarcatalog.encoders.preprocess import Preprocess
 from polarcatalog.eval.metrics import gold_ranks, per_query
 from polarcatalog.eval.protocol import Protocol
+from polarcatalog.features.colour_nuisance import colour_invariant
 from polarcatalog.features.embed import EmbedResult, Views, embed_all, query_content_scale, resolve_anchor_scale
 from polarcatalog.features.workspace import Workspace
 from polarcatalog.io import read_table
@@ -54,13 +55,20 @@ def run_embed(params: Params, processed: Path, out: Path, cache_root: Path) -> E
     e = params.encoders
     queries = read_table(processed / "queries.parquet").merge(read_table(processed / "splits.parquet"), on="species_id")
     views = embed_views(params, queries.loc[queries["split"] == "dev", "path"].tolist())
-    return embed_all(processed, out, cache_root, e.image, e.text, views, e.device, e.batch_size, e.runtime)
+    return embed_all(processed, out, cache_root, e.image, e.text, views, e.device, e.batch_size, e.runtime,
+                     colour_basis_for=params.retrieval.colour_invariant)
 
 
 # -- retrieve -------------------------------------------------------------------------------------------------
+def retrieval_features(features: dict[str, np.ndarray], ws: Workspace, rp: Retrieval) -> dict[str, np.ndarray]:
+    """Image features as the retrieval reads them: the colour nuisance projected out of `retrieval.colour_invariant`'s
+    encoders (the graph's probes keep the colours: colour concepts are among the ones they verify)."""
+    return colour_invariant(features, ws.colour_basis, rp.colour_invariant, rp.colour_invariant_dim)
+
+
 def catalog_for(ws: Workspace, rp: Retrieval) -> Catalog:
     return build_catalog(ws.species["species_id"].to_numpy(), ws.anchors["species_id"].to_numpy(),
-                         ws.chunks["species_id"].to_numpy(), ws.anchor_f, ws.native_text, ws.bridge_text,
+                         ws.chunks["species_id"].to_numpy(), retrieval_features(ws.anchor_f, ws, rp), ws.native_text, ws.bridge_text,
                          rp.center, rp.bridge_folds, rp.bridge_alpha, rp.seed)
 
 
@@ -102,12 +110,13 @@ def query_side(features: dict[str, np.ndarray], catalog: Catalog, rp: Retrieval,
     A batch under `min_center_batch` (a user's small folder) is too small to be its own statistics: it falls back to
     `small_batch_centre`, the reference queries or the catalog mean (no CSLS)."""
     csls = rp.hubness_k if rp.hubness == "csls" else None
+    features = retrieval_features(features, ws, rp)
     n = len(next(iter(features.values())))
     by = rp.query_centre
     if rp.center and by == "batch" and n < rp.min_center_batch:
         by = rp.small_batch_centre
     if rp.center and by == "reference":
-        ref = {name: v for name, v in reference_queries(ws).items() if name in features}
+        ref = retrieval_features({name: v for name, v in reference_queries(ws).items() if name in features}, ws, rp)
         prep = lambda f: prepare_queries(f, catalog, rp.center, rp.min_center_batch, "reference", ref)  # noqa: E731
         return QuerySide(prep(features), "reference", csls, prep(ref))
     batch = batch_statistics(n, rp.center, rp.min_center_batch, by)
@@ -194,6 +203,8 @@ def lever_configurations(rp: Retrieval, ws: Workspace) -> list[Lever]:
                           anchor_mirror=False, anchor_scale=px))
     if rp.hubness != "none":
         rows.append(Lever(f"{base} · no hubness correction", rp.model_copy(update={"hubness": "none"})))
+    if rp.colour_invariant:
+        rows.append(Lever(f"{base} · no colour-nuisance projection", rp.model_copy(update={"colour_invariant": []})))
     return rows
 
 

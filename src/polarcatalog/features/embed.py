@@ -16,6 +16,7 @@ from polarcatalog.data.images import BadImageError, load_rgb
 from polarcatalog.data.regions import content_side
 from polarcatalog.encoders import EncoderSpec, ImageEncoder, create_encoder, has_text_tower
 from polarcatalog.encoders.preprocess import Preprocess, local_views
+from polarcatalog.features.colour_nuisance import nuisance_basis, recoloured_views
 from polarcatalog.features.encode import encode_image_views, encode_texts
 from polarcatalog.io import read_table, safe_name
 from polarcatalog.progress import say
@@ -132,7 +133,10 @@ class EmbedResult:
 
 
 def embed_all(processed: Path, out: Path, cache_root: Path, image: Sequence[EncoderSpec], text: EncoderSpec | None,
-              views: Views, device: str = "auto", batch_size: int = 64, runtime: str = "auto") -> EmbedResult:
+              views: Views, device: str = "auto", batch_size: int = 64, runtime: str = "auto",
+              colour_basis_for: Sequence[str] = ()) -> EmbedResult:
+    """`colour_basis_for`: the encoders whose anchors are also encoded in other colours, for the colour-nuisance basis
+    the retrieval projects out of their features (`features.colour_nuisance`)."""
     anchors = read_table(processed / "anchors.parquet")
     queries = read_table(processed / "queries.parquet")
     chunks = read_table(processed / "chunks.parquet")
@@ -148,9 +152,11 @@ def embed_all(processed: Path, out: Path, cache_root: Path, image: Sequence[Enco
         st = stats.setdefault(name, {})
         local = local_views(views.anchor, views.local_grid) if views.local_grid else []
         flips = [views.anchor.flipped()] if views.flips else []
+        recoloured = recoloured_views(views.anchor) if name in colour_basis_for else []
         (a, *rest), a_ok = encode_image_views(enc, anchors["path"].tolist(), cache_root,
-                                              [views.anchor, *flips, *local, *views.compare],
+                                              [views.anchor, *flips, *local, *views.compare, *recoloured],
                                               batch_size=batch_size, stats=st, role="anchor")
+        rest, recoloured_f = rest[: len(rest) - len(recoloured)], rest[len(rest) - len(recoloured) :]
         (q, *q_flip), q_ok = encode_image_views(enc, queries["path"].tolist(), cache_root,
                                                 [views.query, *([views.query.flipped()] if views.flips else [])],
                                                 shas=queries["sha256"].tolist(), batch_size=batch_size, stats=st)
@@ -164,6 +170,8 @@ def embed_all(processed: Path, out: Path, cache_root: Path, image: Sequence[Enco
             arrays |= {"anchors_flip": rest[0], "queries_flip": q_flip[0]}
         if local:
             arrays["anchors_local"] = np.stack(rest[len(flips) : len(flips) + len(local)], axis=1)
+        if recoloured:
+            arrays["colour_basis"] = nuisance_basis(a, recoloured_f)
         for key, array in arrays.items():
             entry[key] = f"{stem}__{key}.npy"
             np.save(out / entry[key], array, allow_pickle=False)

@@ -30,6 +30,7 @@ class Workspace:
     anchor_views: dict[str, tuple[np.ndarray, np.ndarray | None]] = field(default_factory=dict)
     query_views: dict[str, tuple[np.ndarray, np.ndarray | None]] = field(default_factory=dict)
     anchor_scales: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)  # px -> name -> anchors at that scale (no flip)
+    colour_basis: dict[str, np.ndarray] = field(default_factory=dict)  # name -> [d, dim] colour-nuisance directions (features.colour_nuisance)
 
     @property
     def has_flips(self) -> bool:
@@ -88,4 +89,5 @@ def load_workspace(features: Path, processed: Path) -> Workspace:
         {n: load(e["anchors_local"]) for n, e in img.items() if e.get("anchors_local")},
         anchor_views, query_views,
         {int(px): {n: load(e["anchors_at"][px]) for n, e in img.items()} for px in next(iter(img.values()), {}).get("anchors_at", {})},
+        {n: load(e["colour_basis"]) for n, e in img.items() if e.get("colour_basis")},
     )

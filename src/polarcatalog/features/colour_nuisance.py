@@ -1,0 +1,60 @@
+"""The colour-nuisance subspace: directions along which an image feature moves when only the colours change.
+
+A shiny sprite is the same drawing in another palette, and the catalog's artwork shows the regular palette only, so an
+ImageNet feature that moves with colour pulls a palette swap away from its species. Each anchor is also encoded in
+colours it never had (hue turned by 120 and by 240 degrees, and in grey); the differences to its own view span the
+directions a recolouring moves a feature along. Their top right singular vectors, learnt from the catalog's artwork
+alone (no query is seen), are projected out of every anchor and query feature of the configured encoders
+(`retrieval.colour_invariant`, `retrieval.colour_invariant_dim`): what is left is the drawing.
+
+Chosen on dev (benchmarks/encoder_search.py): with the projection on the ensemble encoders the retrieval gains on
+regular and shiny sprites alike; its effect on test is the lever table's `no colour-nuisance projection` row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from polarcatalog.encoders.preprocess import Preprocess
+from polarcatalog.vectors import l2_normalise
+
+HUE_SHIFTS = (120, 240)  # degrees: the two other thirds of the hue circle
+MAX_DIM = 256  # basis vectors kept by the embed stage: `retrieval.colour_invariant_dim` may be up to this
+
+
+def recoloured_views(view: Preprocess) -> list[Preprocess]:
+    """The anchor's own view in other colours: each hue shift, then grey (never flipped: colour is the only change)."""
+    plain = replace(view, flip=False)
+    return [*(replace(plain, hue_shift=h) for h in HUE_SHIFTS), replace(plain, grey=True)]
+
+
+def nuisance_basis(own: np.ndarray, recoloured: Sequence[np.ndarray], max_dim: int = MAX_DIM) -> np.ndarray:
+    """[d, dim], orthonormal rows: the top right singular vectors of every recoloured view minus the anchor's own view
+    (rows of `own` and of each array in `recoloured` are the same anchors), strongest first."""
+    changes = np.concatenate([np.asarray(r, np.float64) - np.asarray(own, np.float64) for r in recoloured])
+    vt = np.linalg.svd(changes, full_matrices=False)[2]
+    return vt[: min(max_dim, len(vt))].astype(np.float32)
+
+
+def project_out(features: np.ndarray, basis: np.ndarray, dim: int) -> np.ndarray:
+    """Features without their component in the first `dim` basis directions, l2-normalised again."""
+    if dim > len(basis):
+        raise ValueError(f"retrieval.colour_invariant_dim is {dim}, but the embed stage kept {len(basis)} directions "
+                         "(3 per catalog anchor at most): lower retrieval.colour_invariant_dim, or embed more anchors")
+    b = np.asarray(basis[:dim], np.float64)
+    f = np.asarray(features, np.float64)
+    return l2_normalise((f - (f @ b.T) @ b).astype(np.float32))
+
+
+def colour_invariant(features: Mapping[str, np.ndarray], bases: Mapping[str, np.ndarray], names: Sequence[str],
+                     dim: int) -> dict[str, np.ndarray]:
+    """`features` with the colour nuisance projected out of the encoders `names` (the others unchanged); the one rule
+    for the catalog's anchors, the pipeline's queries, the dev reference queries and a user's folder."""
+    missing = [n for n in names if n in features and n not in bases]
+    if missing:
+        raise ValueError(f"retrieval.colour_invariant names {missing}, but the embed stage kept no colour basis for them: "
+                         "rerun the embed stage (`dvc repro embed`) with this params.yaml")
+    return {n: project_out(f, bases[n], dim) if n in names else f for n, f in features.items()}
