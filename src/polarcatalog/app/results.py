@@ -151,7 +151,9 @@ def results_markdown(params: Params, commit: str, m: dict[str, Any], plots: dict
         "# Results", "",
         f"Produced by `make repro` (`dvc repro`) at code commit `{commit}`, with `params.yaml` as committed: "
         f"retrieval ensemble {'+'.join(rp.ensemble)}, chunks `{rp.chunks}`, re-ranker {rp.reranker}, λ = {rp.lam}, r = {rp.r}, "
-        f"k = {rp.k}; graph verifier `{params.graph.verifier}`, proposer `{params.graph.proposer_spec}`, κ = {params.graph.kappa}, "
+        f"k = {rp.k}, colour-nuisance projection "
+        + (f"on {'+'.join(rp.colour_invariant)} (d {rp.colour_invariant_dim})" if rp.colour_invariant else "off")
+        + f"; graph verifier `{params.graph.verifier}`, proposer `{params.graph.proposer_spec}`, κ = {params.graph.kappa}, "
         f"constraint `{params.graph.constraint}`; encoders {', '.join(params.encoders.names)}. Every table below is regenerated "
         "byte-for-byte by that command; `dvc metrics diff` / `dvc plots diff` compare it with any other commit or experiment.", "",
         "**Protocol.** The query species are split by a hash of the species id into "
