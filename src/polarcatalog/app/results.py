@@ -215,7 +215,7 @@ def results_markdown(params: Params, commit: str, m: dict[str, Any], plots: dict
         plots["generation"].pivot_table(index="stratum", columns="queries", values="value", sort=False)
         .mul(100).round(1).reset_index().to_markdown(index=False), "",
         "## What the embedded models can and cannot show", "",
-        "The default run uses two small ImageNet CNNs (EfficientNet-Lite0/2) and MiniLM, offline on a CPU. They can show "
+        "The default run uses three small ImageNet CNNs (EfficientNet-Lite0/1/2) and MiniLM, offline on a CPU. They can show "
         "the method's mechanics and its relative effects with honest uncertainty: the anchor-based retrieval, the visual "
         "re-rank, the score ensemble, constraint enforcement against oracle and random memories, coverage. They cannot "
         "show the papers' absolute numbers: without a text tower the chunk text reaches image space only through a weak "
