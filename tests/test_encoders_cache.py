@@ -160,7 +160,8 @@ def test_local_views_are_overlapping_cells_with_their_own_cache_keys(tiny_clip_n
     views = local_views(glob, 2)
     assert [v.cell for v in views] == [(2, 0, 0), (2, 0, 1), (2, 1, 0), (2, 1, 1)] and not any(v.flip for v in views)
     assert all(v.scale_to == 27 for v in views) and len({v.key() for v in [glob, *views]}) == 5
-    assert Preprocess().key() == '{"content_box": true, "scale_to": null}'  # unset options keep older keys valid
+    assert Preprocess().key() == '{"content_box": 2, "scale_to": null}'  # unset options stay out; content_box names its version
+    assert Preprocess(False).key() == '{"content_box": false, "scale_to": null}'
     torch.manual_seed(0)
     enc = create_encoder(f"open_clip:{tiny_clip_name}:random", "image", "cpu")
     stats: dict[str, int] = {}
@@ -208,7 +209,7 @@ def test_colour_views_keep_the_drawing_and_change_only_its_colours():
         assert (np.asarray(shifted)[0, 0] == 255).all() and (np.abs(np.asarray(shifted)[10, 20].astype(int) - 128) <= 1).all()
     assert np.array_equal(np.asarray(full), np.asarray(plain))
     keys = {Preprocess(True, 48).key(), Preprocess(True, 48, grey=True).key(), Preprocess(True, 48, hue_shift=120).key()}
-    assert len(keys) == 3 and Preprocess(True, 48).key() == '{"content_box": true, "scale_to": 48}'
+    assert len(keys) == 3 and Preprocess(True, 48).key() == '{"content_box": 2, "scale_to": 48}'
     assert '"unblock": 2' in Preprocess(True, None, unblock=True).key()  # the unblock algorithm's version (lossy copies)
 
 

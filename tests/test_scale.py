@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from polarcatalog.data.regions import content_side, pixel_block, unblock
+from polarcatalog.data.regions import backdrop, content_box, content_side, foreground_mask, pixel_block, unblock
 from polarcatalog.features.embed import choose_anchor_scale, query_content_scale, snap_scale
 
 
@@ -41,6 +41,33 @@ def test_a_nearest_neighbour_enlargement_is_measured_at_its_native_pixels(f):
     back = np.asarray(unblock(big))
     target = np.asarray(im)[10:30, 15:40]  # the subject comes back pixel for pixel
     assert any(np.array_equal(back[y : y + 20, x : x + 25], target) for y in range(back.shape[0] - 19) for x in range(back.shape[1] - 24))
+
+
+@pytest.mark.parametrize("colour", [(236, 240, 228), (120, 160, 90), (30, 30, 40)])
+def test_a_subject_on_a_uniform_coloured_backdrop_is_found_and_shown_on_white(colour):
+    """A sprite pasted on a grey, green or dark canvas and saved as JPEG: the backdrop (most of the border, one colour) is
+    the background, so the subject's size is measured as on white, and its content box shows it on white."""
+    im = sprite(25, 20, seed=7)
+    a = np.asarray(im).copy()
+    a[(a == 255).all(-1)] = colour  # the white canvas becomes the backdrop
+    buf = io.BytesIO()
+    Image.fromarray(a).resize((a.shape[1] * 3, a.shape[0] * 3), Image.Resampling.NEAREST).save(buf, "JPEG", quality=80)
+    lossy = Image.open(buf).convert("RGB")
+    assert backdrop(np.asarray(lossy)) is not None and backdrop(np.asarray(im)) is None
+    assert 25 <= content_side(lossy) <= 27  # native pixels, as on white (was the whole canvas: 35)
+    box = np.asarray(content_box(lossy)).astype(int)
+    on_white = np.asarray(content_box(im.resize((im.width * 3, im.height * 3), Image.Resampling.NEAREST))).astype(int)
+    assert abs(box.shape[0] - on_white.shape[0]) <= 3 * 2
+    corners = np.concatenate([box[:3, :3].reshape(-1, 3), box[-3:, -3:].reshape(-1, 3)])
+    assert (corners == 255).all()  # the padding and the removed backdrop are white
+
+
+def test_a_busy_border_keeps_the_white_rule():
+    """A photo-like border (no single colour) is not a backdrop: nothing but near-white is removed."""
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 256, (60, 80, 3)).astype(np.uint8)
+    assert backdrop(a) is None
+    assert foreground_mask(a).mean() > 0.99
 
 
 @pytest.mark.parametrize("f,fmt,quality", [(3, "JPEG", 60), (5, "JPEG", 40), (2, "WEBP", 80), (4, "WEBP", 60)])

@@ -2,7 +2,10 @@
 
 Shared by colour naming (curate), the encoders' views (content box, local cells) and the VLM verifier's local
 views, so they all agree on what "the subject" is: every pixel except the near-white background connected to
-the image border (a white Pokémon's body is kept).
+the image border (a white Pokémon's body is kept). A user's image may sit on a uniform backdrop of another colour (a
+sprite pasted on a grey or green canvas, saved as JPEG): when most of the border is one colour that is not white, that
+colour, connected to the border, is the background instead, and the content box shows the subject on white, as the
+catalog's artwork is seen. A busy border (a photo) keeps the white rule: nothing is removed from it.
 """
 
 from __future__ import annotations
@@ -12,20 +15,54 @@ from PIL import Image
 from scipy import ndimage
 
 
-def foreground_mask(rgb: np.ndarray, white_level: int = 235) -> np.ndarray:
-    """True on the subject: pixels that are not near-white regions touching the border."""
-    near_white = (rgb >= white_level).all(axis=-1)
-    labels, _ = ndimage.label(near_white)
+WHITE_LEVEL = 235  # every channel at least this: near-white
+BACKDROP_TOLERANCE = 24  # a pixel within this (max over channels) of the backdrop's colour is backdrop (JPEG noise)
+BACKDROP_SHARE = 0.6  # a side is backdrop when this share of its pixels is within tolerance of the border's median
+
+
+def backdrop(rgb: np.ndarray) -> np.ndarray | None:
+    """The colour of a uniform, not near-white backdrop (the median border pixel), or None: a white or busy border.
+    A backdrop surrounds the subject, so each of the four sides must be mostly that colour (a subject that fills the
+    frame and touches a side keeps its pixels)."""
+    sides = [np.asarray(s, np.int16) for s in (rgb[0], rgb[-1], rgb[:, 0], rgb[:, -1])]
+    colour = np.median(np.concatenate(sides), axis=0).astype(np.int16)
+    if (colour >= WHITE_LEVEL).all():
+        return None
+    close = [(np.abs(side - colour).max(axis=-1) <= BACKDROP_TOLERANCE).mean() for side in sides]
+    return colour if min(close) >= BACKDROP_SHARE else None
+
+
+def background_mask(rgb: np.ndarray, white_level: int = WHITE_LEVEL) -> np.ndarray:
+    """True on the background: the regions touching the border that are near-white, or near the backdrop colour
+    when the image has a uniform non-white one (`backdrop`)."""
+    rgb = np.asarray(rgb)
+    colour = backdrop(rgb)
+    if colour is None:
+        similar = (rgb >= white_level).all(axis=-1)
+    else:
+        similar = np.abs(rgb.astype(np.int16) - colour).max(axis=-1) <= BACKDROP_TOLERANCE
+    labels, _ = ndimage.label(similar)
     border = np.unique(np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]]))
-    background = np.isin(labels, border[border > 0])
-    return ~background
+    return np.isin(labels, border[border > 0])
+
+
+def foreground_mask(rgb: np.ndarray, white_level: int = WHITE_LEVEL) -> np.ndarray:
+    """True on the subject: every pixel that is not background (`background_mask`)."""
+    return ~background_mask(rgb, white_level)
 
 
 def content_box(image: Image.Image, pad_frac: float = 0.04) -> Image.Image:
-    """Crop to the subject's bounding box and pad to a white square (an image with no subject is returned as is)."""
-    mask = foreground_mask(np.asarray(image))
+    """Crop to the subject's bounding box and pad to a white square (an image with no subject is returned as is). On
+    a coloured backdrop the backdrop's pixels turn white first, so the subject is seen as on the catalog's white."""
+    rgb = np.asarray(image)
+    background = background_mask(rgb)
+    mask = ~background
     if not mask.any():
         return image
+    if backdrop(rgb) is not None:
+        rgb = rgb.copy()
+        rgb[background] = 255
+        image = Image.fromarray(rgb)
     rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
     crop = image.crop((cols[0], rows[0], cols[-1] + 1, rows[-1] + 1))
     side = int(round(max(crop.size) * (1 + 2 * pad_frac)))

@@ -30,6 +30,8 @@ from polarcatalog.data.regions import content_box, grid_cell, unblock
 
 # 2: lossy copies of upscales are unblocked too (`regions.pixel_block`), from the block centres
 UNBLOCK_VERSION = 2
+# 2: a uniform coloured backdrop is background too, and turns white (`regions.backdrop`)
+CONTENT_BOX_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,8 @@ class Preprocess:
                 del d[name]
         if self.unblock:
             d["unblock"] = UNBLOCK_VERSION  # the cache key names the algorithm: a changed one never reads old vectors
+        if self.content_box:
+            d["content_box"] = CONTENT_BOX_VERSION
         return json.dumps(d, sort_keys=True)
 
     def flipped(self) -> Preprocess:
