@@ -34,10 +34,20 @@ def encode_image_files(encoder: ImageEncoder, paths: Sequence[str | Path], cache
     return vecs[0], ok
 
 
-def decode_size(views: Sequence[Preprocess]) -> int | None:
-    """The smallest image side every view can be cut from without losing detail: views that all shrink the subject
-    to `scale_to` px need about 3x that (the subject rarely fills the image); any other view needs the full decode."""
-    return 3 * max(v.scale_to for v in views) if views and all(v.scale_to for v in views) else None
+def decode_size(view: Preprocess) -> int | None:
+    """The smallest image side a view can be cut from without losing detail: a view that shrinks the subject to
+    `scale_to` px needs about 3x that (the subject rarely fills the image); any other view needs the full decode."""
+    return 3 * view.scale_to if view.scale_to else None
+
+
+def decode_groups(views: Sequence[Preprocess]) -> dict[int | None, list[int]]:
+    """Positions in `views` by the decode each one is cut from: a view's own `decode_size`, never its neighbours'. A
+    JPEG decoded at a reduced size gives other pixels, so a vector must not depend on which other views were missing
+    from the cache when it was computed (its key names only its own view)."""
+    groups: dict[int | None, list[int]] = {}
+    for k, v in enumerate(views):
+        groups.setdefault(decode_size(v), []).append(k)
+    return groups
 
 
 def encode_image_views(encoder: ImageEncoder, paths: Sequence[str | Path], cache_root: str | Path,
@@ -78,11 +88,15 @@ def encode_image_views(encoder: ImageEncoder, paths: Sequence[str | Path], cache
         for i in chunk:
             want = [v for j, v in enumerate(views) if missing[j, i]]
             try:
-                im = load_rgb(paths[i], at_least=decode_size(want))
-                blank = blank_reason(im) if refuse_blank else None
-                if blank:
-                    raise BadImageError(paths[i], blank)
-                loaded.append((int(i), derive(im, want)))
+                per_view: list[Image.Image | None] = [None] * len(want)
+                for size, at in decode_groups(want).items():  # one decode per size: the common case is one
+                    im = load_rgb(paths[i], at_least=size)
+                    blank = blank_reason(im) if refuse_blank else None
+                    if blank:
+                        raise BadImageError(paths[i], blank)
+                    for k, view in zip(at, derive(im, [want[k] for k in at])):
+                        per_view[k] = view
+                loaded.append((int(i), per_view))
             except BadImageError as err:
                 ok[i] = False
                 if quarantine is not None:
