@@ -32,8 +32,6 @@ from polarcatalog.data.regions import content_box, grid_cell, unblock
 UNBLOCK_VERSION = 2
 # 2: a uniform coloured backdrop is background too, and turns white (`regions.backdrop`)
 CONTENT_BOX_VERSION = 2
-# 2: a shrunk view is cut from a decode at 3x its own scale (`features.encode.decode_size`), whatever else is asked
-DECODE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -56,8 +54,6 @@ class Preprocess:
             d["unblock"] = UNBLOCK_VERSION  # the cache key names the algorithm: a changed one never reads old vectors
         if self.content_box:
             d["content_box"] = CONTENT_BOX_VERSION
-        if self.scale_to:
-            d["decode"] = DECODE_VERSION
         return json.dumps(d, sort_keys=True)
 
     def flipped(self) -> Preprocess:

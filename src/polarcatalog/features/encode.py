@@ -34,20 +34,18 @@ def encode_image_files(encoder: ImageEncoder, paths: Sequence[str | Path], cache
     return vecs[0], ok
 
 
-def decode_size(view: Preprocess) -> int | None:
-    """The smallest image side a view can be cut from without losing detail: a view that shrinks the subject to
-    `scale_to` px needs about 3x that (the subject rarely fills the image); any other view needs the full decode."""
-    return 3 * view.scale_to if view.scale_to else None
+def decode_size(views: Sequence[Preprocess]) -> int | None:
+    """The smallest image side every view of a request can be cut from without losing detail: views that all shrink
+    the subject to `scale_to` px need about 3x that (the subject rarely fills the image); any other view needs the full
+    decode."""
+    return 3 * max(v.scale_to for v in views) if views and all(v.scale_to for v in views) else None
 
 
-def decode_groups(views: Sequence[Preprocess]) -> dict[int | None, list[int]]:
-    """Positions in `views` by the decode each one is cut from: a view's own `decode_size`, never its neighbours'. A
-    JPEG decoded at a reduced size gives other pixels, so a vector must not depend on which other views were missing
-    from the cache when it was computed (its key names only its own view)."""
-    groups: dict[int | None, list[int]] = {}
-    for k, v in enumerate(views):
-        groups.setdefault(decode_size(v), []).append(k)
-    return groups
+def cached_view_key(view: Preprocess, decode: int | None) -> str:
+    """A view's cache key, naming the decode it is cut from when that is a reduced one: a JPEG decoded at another size
+    gives other pixels, so the same view cut from another decode is another vector, never a cache hit. (A request's
+    views share one decode, `decode_size` of them all, so what a request returns never depends on what the cache held.)"""
+    return view.key() if decode is None else f"{view.key()}|decode>={decode}"
 
 
 def encode_image_views(encoder: ImageEncoder, paths: Sequence[str | Path], cache_root: str | Path,
@@ -64,7 +62,8 @@ def encode_image_views(encoder: ImageEncoder, paths: Sequence[str | Path], cache
     folder; the curated catalog has its own checks)."""
     cache = FeatureCache(cache_root, encoder.id)
     shas = list(shas) if shas is not None else [sha256_file(p) if Path(p).is_file() else "missing" for p in paths]
-    keys = [[item_key(encoder.id, v.key(), s) for s in shas] for v in views]
+    at = decode_size(views)
+    keys = [[item_key(encoder.id, cached_view_key(v, at), s) for s in shas] for v in views]
     out = [np.zeros((len(shas), encoder.dim), np.float32) for _ in views]
     missing = np.zeros((len(views), len(shas)), bool)
     for j, vkeys in enumerate(keys):
@@ -88,15 +87,11 @@ def encode_image_views(encoder: ImageEncoder, paths: Sequence[str | Path], cache
         for i in chunk:
             want = [v for j, v in enumerate(views) if missing[j, i]]
             try:
-                per_view: list[Image.Image | None] = [None] * len(want)
-                for size, at in decode_groups(want).items():  # one decode per size: the common case is one
-                    im = load_rgb(paths[i], at_least=size)
-                    blank = blank_reason(im) if refuse_blank else None
-                    if blank:
-                        raise BadImageError(paths[i], blank)
-                    for k, view in zip(at, derive(im, [want[k] for k in at])):
-                        per_view[k] = view
-                loaded.append((int(i), per_view))
+                im = load_rgb(paths[i], at_least=at)
+                blank = blank_reason(im) if refuse_blank else None
+                if blank:
+                    raise BadImageError(paths[i], blank)
+                loaded.append((int(i), derive(im, want)))
             except BadImageError as err:
                 ok[i] = False
                 if quarantine is not None:
