@@ -27,6 +27,7 @@ from polarcatalog.app.workflows import query_view
 from polarcatalog.config import load_params
 from polarcatalog.encoders import create_encoder
 from polarcatalog.encoders.preprocess import Preprocess
+from polarcatalog.features.colour_nuisance import recoloured_views
 from polarcatalog.features.encode import encode_image_views
 from polarcatalog.io import read_table, write_json
 
@@ -71,11 +72,14 @@ def main() -> None:
     view = Preprocess(e.content_box, scale)
     compare = [Preprocess(e.content_box, int(px)) for px in next(iter(manifest["image"].values())).get("anchors_at", {})]
     flip = lambda v: [v, v.flipped()] if e.flips else [v]  # noqa: E731
-    # the embed stage's own work: every anchor view (view, flip, the scale lever's views) and query view (view, flip)
-    sets = {"anchors": (read_table(ROOT / "data/processed/anchors.parquet")["path"].tolist()[: args.images], [*flip(view), *compare]),
-            "queries": (read_table(ROOT / "data/processed/queries.parquet")["path"].tolist()[: args.images], flip(query_view(params)))}
+    # the embed stage's own work: every anchor view (view, flip, the scale lever's views, and the recoloured views of the
+    # encoders the retrieval makes colour-invariant) and query view (view, flip)
+    anchor_paths = read_table(ROOT / "data/processed/anchors.parquet")["path"].tolist()[: args.images]
+    query_paths = read_table(ROOT / "data/processed/queries.parquet")["path"].tolist()[: args.images]
     rows = []
     for spec in e.image:
+        recoloured = recoloured_views(view) if spec.name in params.retrieval.colour_invariant else []
+        sets = {"anchors": (anchor_paths, [*flip(view), *compare, *recoloured]), "queries": (query_paths, flip(query_view(params)))}
         enc = create_encoder(spec, "image", "cpu", e.runtime)
         if not hasattr(enc, "encode_prepared"):
             print(f"{spec.name}: not a packaged EfficientNet; skipped")
@@ -109,7 +113,8 @@ def main() -> None:
     (out / "embed_throughput.md").write_text(
         "# Embed throughput: the pipeline's image path vs the bare model\n\n"
         f"The embed stage's work per encoder: every catalog image (anchor view: content box scaled to {scale} px, its flip, "
-        "and the scale lever's views) and every query sprite (native pixels, content box, and its flip), all views of an "
+        "the scale lever's views, and for the encoders in `retrieval.colour_invariant` its three recoloured views) and "
+        "every query sprite (native pixels, content box, and its flip), all views of an "
         "image from one decode; batch "
         f"{args.batch}, cold feature cache, CPU ({meta['cpus']} cores, {meta['torch_threads']} threads). `bare forward` is "
         "the configured runtime on random tensors of the input shape; `pipeline / bare` compares the pipeline's views/s "

@@ -217,6 +217,24 @@ def test_what_a_request_returns_does_not_depend_on_what_the_cache_held(tiny_clip
         np.testing.assert_allclose(got[1][0], fresh_alone[0], atol=1e-6)
 
 
+@pytest.mark.parametrize("size", [192, 224, 260])
+def test_a_flipped_views_resize_is_the_mirror_of_its_unflipped_views(size):
+    """`resize_views` mirrors the unflipped view's resize for its flip instead of resizing again: bicubic resampling
+    is mirror symmetric, so the pixels are the same as resizing each view on its own (odd and even sizes, up and down)."""
+    from polarcatalog.encoders.preprocess import resize_views
+
+    rng = np.random.default_rng(size)
+    for w, h in [(23, 17), (25, 31), (48, 48), (331, 402), (7, 60)]:
+        a = np.full((h + 8, w + 6, 3), 255, np.uint8)
+        a[4 : 4 + h, 3 : 3 + w] = rng.integers(0, 230, (h, w, 3))
+        views = [Preprocess(True, 20), Preprocess(True, 20, flip=True), Preprocess(True, None, flip=True),
+                 Preprocess(True, 20, flip=True, grey=True), Preprocess(True, None)]
+        derived = derive(Image.fromarray(a), views)
+        each = [np.asarray(im.convert("RGB").resize((size, size), Image.Resampling.BICUBIC)) for im in derived]
+        for got, want in zip(resize_views(derived, size), each):
+            assert np.array_equal(got, want)
+
+
 def test_colour_views_keep_the_drawing_and_change_only_its_colours():
     """Grey: three equal channels at the image's luminance; a hue shift moves a pure red to green (120°) and to blue
     (240°), keeps white and grey, and 360° is the image itself. Both are cut from the same decode as the plain view,

@@ -19,6 +19,7 @@ from PIL import Image
 
 from polarcatalog.device import resolve_device
 from polarcatalog.encoders import onnx_runtime
+from polarcatalog.encoders.preprocess import resize_views
 from polarcatalog.progress import batches
 
 
@@ -136,7 +137,7 @@ class EfficientNetEncoder:
 def batch_tensor(images: Sequence[Image.Image], size: int) -> torch.Tensor:
     """[n, 3, size, size] ImageNet-normalised: each whole image squashed to the square input with a bicubic resize
     (no centre crop: anchors and icons must not lose their edges), normalised once for the batch."""
-    pixels = np.stack([np.asarray(im.convert("RGB").resize((size, size), Image.Resampling.BICUBIC)) for im in images])
+    pixels = np.stack(resize_views(images, size))
     x = torch.from_numpy(pixels).permute(0, 3, 1, 2).contiguous().float()  # NCHW, contiguous: what ONNX Runtime reads
     return x.sub_(255.0 * torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)).mul_(1.0 / (255.0 * torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)))
 

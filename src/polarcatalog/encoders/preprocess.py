@@ -83,8 +83,30 @@ def derive(image: Image.Image, views: Sequence[Preprocess]) -> list[Image.Image]
         key = (v.unblock, v.content_box, v.cell, v.scale_to)
         if key not in scaled:
             scaled[key] = _cut_and_scale(bases[v.unblock, v.content_box], v)
-        im = ImageOps.mirror(scaled[key]) if v.flip else scaled[key]
-        out.append(_recolour(im, v))
+        im = _recolour(ImageOps.mirror(scaled[key]) if v.flip else scaled[key], v)
+        if v.flip and not (v.grey or v.hue_shift % 360):
+            im.info[MIRROR_OF] = scaled[key]  # an exact mirror: an encoder may mirror its resize of it (`resize_views`)
+        out.append(im)
+    return out
+
+
+MIRROR_OF = "polarcatalog.mirror_of"
+
+
+def resize_views(images: Sequence[Image.Image], size: int) -> list[np.ndarray]:
+    """Each image as RGB pixels resized to size x size (bicubic). A flipped view whose unflipped view is in the same
+    list is the mirror of that view's resize, not a resize of its own: the same pixels (bicubic resampling is mirror
+    symmetric; a test holds it), one resize fewer per flipped view."""
+    done: dict[int, np.ndarray] = {}
+    out = []
+    for im in images:
+        source = im.info.get(MIRROR_OF)
+        if source is not None and id(source) in done:
+            out.append(done[id(source)][:, ::-1])
+            continue
+        a = np.asarray((im if im.mode == "RGB" else im.convert("RGB")).resize((size, size), Image.Resampling.BICUBIC))
+        done[id(im)] = a
+        out.append(a)
     return out
 
 
