@@ -77,6 +77,19 @@ def test_params_name_a_colour_invariant_encoder_that_is_not_embedded():
                                              "colour_invariant": ["efficientnet_lite2"]}})
 
 
+def test_a_smoke_run_too_small_for_the_colour_basis_fails_before_any_compute():
+    from pydantic import ValidationError
+
+    from polarcatalog.config import Params
+
+    base = {"encoders": {"image": ["efficientnet_lite0"]},
+            "retrieval": {"ensemble": ["efficientnet_lite0"], "reranker": None, "colour_invariant": ["efficientnet_lite0"],
+                          "colour_invariant_dim": 16}}
+    with pytest.raises(ValidationError, match="needs at least 6 catalog species.*dataset.species_limit is 3"):
+        Params.model_validate({**base, "dataset": {"species_limit": 3}})
+    assert Params.model_validate({**base, "dataset": {"species_limit": 6}}).dataset.species_limit == 6
+
+
 def test_query_side_projects_queries_and_reference_queries_like_the_catalog():
     """The catalog's anchors, the batch and the dev reference queries all lose the same directions, so a folder scored
     alone sees the space the pipeline's batches see."""

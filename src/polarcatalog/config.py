@@ -381,6 +381,12 @@ class Params(_Section):
         if unknown:
             raise ValueError(f"retrieval.colour_invariant names {unknown}, which encoders.image ({self.encoders.names}) "
                              "does not embed; name members of encoders.image")
+        limit = self.dataset.species_limit
+        if r.colour_invariant and limit and 3 * limit < r.colour_invariant_dim:  # 3 recoloured views per anchor, >= 1 anchor per species
+            raise ValueError(f"retrieval.colour_invariant_dim {r.colour_invariant_dim} needs at least "
+                             f"{-(-r.colour_invariant_dim // 3)} catalog species (3 recoloured views each), but "
+                             f"dataset.species_limit is {limit}: lower retrieval.colour_invariant_dim, or set "
+                             "retrieval.colour_invariant: [] for a smoke run")
         return self
 
     @model_validator(mode="after")
