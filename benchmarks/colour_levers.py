@@ -40,7 +40,7 @@ from polarcatalog.encoders import create_encoder
 from polarcatalog.encoders.preprocess import Preprocess
 from polarcatalog.eval.metrics import RANK_METRICS
 from polarcatalog.eval.protocol import ci_text, diff_text
-from polarcatalog.features.colour_nuisance import nuisance_basis, project_out, recoloured_views
+from polarcatalog.features.colour_nuisance import learn_basis, project_out, recoloured_views
 from polarcatalog.features.encode import encode_image_views
 from polarcatalog.features.workspace import Workspace, average_flips, load_workspace
 from polarcatalog.io import write_json
@@ -72,17 +72,16 @@ def encode_extras(ws: Workspace, params, names: list[str]) -> dict[str, Extra]:
     for name in names:
         enc = create_encoder(e.spec(name), "image", e.device, e.runtime)
         # one call per image set: every view of an image is cut from one decode
-        a, ok = encode_image_views(enc, ws.anchors["path"].tolist(), ROOT / FEATURE_CACHE,
-                                   [*hues, *both(grey_anchor), replace(grey_anchor, grey=False)], batch_size=e.batch_size,
-                                   role="anchor")  # the last view: the anchor's own (cached by the embed stage)
+        a, ok = encode_image_views(enc, ws.anchors["path"].tolist(), ROOT / FEATURE_CACHE, [*hues, *both(grey_anchor)],
+                                   batch_size=e.batch_size, role="anchor")
         q, q_ok = encode_image_views(enc, ws.queries["path"].tolist(), ROOT / FEATURE_CACHE, both(grey_query),
                                      shas=ws.queries["sha256"].tolist(), batch_size=e.batch_size)
         if not (ok.all() and q_ok.all()):
             raise SystemExit("a curated image no longer loads; rerun the curate stage")
         flip_mean = lambda views: average_flips(views[0], views[1] if len(views) > 1 else None)  # noqa: E731
-        own = a[-1]
-        out[name] = Extra(flip_mean(a[len(hues):-1]), flip_mean(q), l2_normalise(np.sum(a[: len(hues)], axis=0)),
-                          nuisance_basis(own, a[: len(hues) + 1]))
+        out[name] = Extra(flip_mean(a[len(hues):]), flip_mean(q), l2_normalise(np.sum(a[: len(hues)], axis=0)),
+                          learn_basis(enc, ws.anchors["path"].tolist(), ROOT / FEATURE_CACHE,
+                                      replace(grey_anchor, grey=False), e.batch_size))
     return out
 
 

@@ -32,8 +32,7 @@ from polarcatalog.encoders import create_encoder
 from polarcatalog.encoders.preprocess import Preprocess
 from polarcatalog.eval.metrics import RANK_METRICS
 from polarcatalog.eval.protocol import ci_text, diff_text
-from polarcatalog.features.colour_nuisance import nuisance_basis, recoloured_views
-from polarcatalog.features.encode import encode_image_views
+from polarcatalog.features.colour_nuisance import learn_basis
 from polarcatalog.features.workspace import Workspace, load_workspace
 from polarcatalog.io import write_json
 from polarcatalog.paths import FEATURE_CACHE, FEATURES, PROCESSED
@@ -50,11 +49,7 @@ def colour_bases(ws: Workspace, params) -> dict[str, np.ndarray]:
     out = dict(ws.colour_basis)
     for name in (n for n in ws.anchor_f if n not in out):
         enc = create_encoder(e.spec(name), "image", e.device, e.runtime)
-        (own, *recoloured), ok = encode_image_views(enc, ws.anchors["path"].tolist(), ROOT / FEATURE_CACHE,
-                                                    [view, *recoloured_views(view)], batch_size=e.batch_size, role="anchor")
-        if not ok.all():
-            raise SystemExit("a curated image no longer loads; rerun the curate stage")
-        out[name] = nuisance_basis(own, recoloured)
+        out[name] = learn_basis(enc, ws.anchors["path"].tolist(), ROOT / FEATURE_CACHE, view, e.batch_size)
     return out
 
 

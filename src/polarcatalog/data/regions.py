@@ -32,14 +32,17 @@ def backdrop(rgb: np.ndarray) -> np.ndarray | None:
     return colour if min(close) >= BACKDROP_SHARE else None
 
 
-def background_mask(rgb: np.ndarray, white_level: int = WHITE_LEVEL, colour: np.ndarray | None | bool = False) -> np.ndarray:
+def background_mask(rgb: np.ndarray) -> np.ndarray:
     """True on the background: the regions touching the border that are near-white, or near the backdrop colour
-    when the image has a uniform non-white one (`backdrop`; pass `colour` when it is already known)."""
+    when the image has a uniform non-white one (`backdrop`)."""
     rgb = np.asarray(rgb)
-    colour = backdrop(rgb) if colour is False else colour
+    return _background(rgb, backdrop(rgb))
+
+
+def _background(rgb: np.ndarray, colour: np.ndarray | None) -> np.ndarray:
     # per channel, not a reduction over the last axis of 3: several times faster on a whole image
     if colour is None:
-        similar = (rgb[..., 0] >= white_level) & (rgb[..., 1] >= white_level) & (rgb[..., 2] >= white_level)
+        similar = (rgb[..., 0] >= WHITE_LEVEL) & (rgb[..., 1] >= WHITE_LEVEL) & (rgb[..., 2] >= WHITE_LEVEL)
     else:
         similar = np.ones(rgb.shape[:2], bool)
         for c in range(3):
@@ -51,9 +54,9 @@ def background_mask(rgb: np.ndarray, white_level: int = WHITE_LEVEL, colour: np.
     return touching[labels]
 
 
-def foreground_mask(rgb: np.ndarray, white_level: int = WHITE_LEVEL) -> np.ndarray:
+def foreground_mask(rgb: np.ndarray) -> np.ndarray:
     """True on the subject: every pixel that is not background (`background_mask`)."""
-    return ~background_mask(rgb, white_level)
+    return ~background_mask(rgb)
 
 
 def content_box(image: Image.Image, pad_frac: float = 0.04) -> Image.Image:
@@ -61,7 +64,7 @@ def content_box(image: Image.Image, pad_frac: float = 0.04) -> Image.Image:
     a coloured backdrop the backdrop's pixels turn white first, so the subject is seen as on the catalog's white."""
     rgb = np.asarray(image)
     colour = backdrop(rgb)
-    background = background_mask(rgb, colour=colour)
+    background = _background(rgb, colour)
     mask = ~background
     if not mask.any():
         return image

@@ -7,18 +7,23 @@ directions a recolouring moves a feature along. Their top right singular vectors
 alone (no query is seen), are projected out of every anchor and query feature of the configured encoders
 (`retrieval.colour_invariant`, `retrieval.colour_invariant_dim`): what is left is the drawing.
 
-Chosen on dev (benchmarks/encoder_search.py): with the projection on the ensemble encoders the retrieval gains on
-regular and shiny sprites alike; its effect on test is the lever table's `no colour-nuisance projection` row.
+Chosen on dev together with the ensemble members, re-ranker and λ (benchmarks/encoder_search.py). On its own it is a
+trade: it lifts the shiny sprites and costs the regular ones some points (the lever table's `no colour-nuisance
+projection` row in reports/retrieval.md, and reports/benchmarks/colour_levers.md).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from polarcatalog.data.images import BadImageError
+from polarcatalog.encoders.base import ImageEncoder
 from polarcatalog.encoders.preprocess import Preprocess
+from polarcatalog.features.encode import encode_image_views
 from polarcatalog.vectors import l2_normalise
 
 HUE_SHIFTS = (120, 240)  # degrees: the two other thirds of the hue circle
@@ -37,6 +42,17 @@ def nuisance_basis(own: np.ndarray, recoloured: Sequence[np.ndarray], max_dim: i
     changes = np.concatenate([np.asarray(r, np.float64) - np.asarray(own, np.float64) for r in recoloured])
     vt = np.linalg.svd(changes, full_matrices=False)[2]
     return vt[: min(max_dim, len(vt))].astype(np.float32)
+
+
+def learn_basis(encoder: ImageEncoder, anchor_paths: Sequence[str], cache_root: Path, view: Preprocess,
+                batch_size: int = 64) -> np.ndarray:
+    """`nuisance_basis` of one encoder's anchors seen at `view` and recoloured, through the feature cache: for an
+    encoder the embed stage kept no basis for (the benchmarks try the projection on every encoder)."""
+    (own, *recoloured), ok = encode_image_views(encoder, anchor_paths, cache_root, [view, *recoloured_views(view)],
+                                                batch_size=batch_size, role="anchor")
+    if not ok.all():
+        raise BadImageError(anchor_paths[int(np.argmin(ok))], "a catalog image no longer loads; rerun the curate stage")
+    return nuisance_basis(own, recoloured)
 
 
 def project_out(features: np.ndarray, basis: np.ndarray, dim: int) -> np.ndarray:

@@ -180,10 +180,12 @@ def retrieval_markdown(table: pd.DataFrame, metrics: dict, configured: Mapping[s
         "pipeline, kept because it helped on dev: the test-time query flip (a query averaged with its mirror image), the "
         "anchor mirror, the anchor scale (compared without the anchor mirror, so against the `no anchor mirror` row) "
         "and the hubness correction (CSLS over the query batch, `retrieval.hubness`: transductive like batch centring). "
-        "Their Δ is the lever's effect on test; a lever whose CI includes 0 is not shown to help there. Colour-robust "
-        "levers for the shiny sprites (grey and hue-shifted views, and projecting out the directions a recolouring "
-        "moves a feature along), none of which beats this pipeline on dev, are measured with their test effects in "
-        "`reports/benchmarks/colour_levers.md` (`benchmarks/colour_levers.py`).",
+        "Their Δ is the lever's effect on test; a lever whose CI includes 0 is not shown to help there. The "
+        "`no colour-nuisance projection` row (when `retrieval.colour_invariant` is set) is the one lever chosen "
+        "jointly with the ensemble members on dev rather than on its own (`reports/benchmarks/encoder_search.md`): read "
+        "its regular and shiny columns, it trades one for the other. Other colour-robust levers for the shiny sprites "
+        "(grey and hue-shifted views), none of which beats the pipeline on dev, are measured with their test effects "
+        "in `reports/benchmarks/colour_levers.md` (`benchmarks/colour_levers.py`).",
         "- `text` rows use the chunk text alone. The embedded encoders have no text tower, so chunk text reaches "
         "their space through a ridge map from MiniLM fitted on other species only (cross-fitted by species folds); "
         f"its held-out cosine to the true anchor means is {', '.join(f'{k}: {v:.3f}' for k, v in metrics['bridge_cosine'].items())}. "
