@@ -10,19 +10,20 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml 2>/dev/null | sha256sum |
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help venv system-deps repro test ui lab team-db team-server clean-features clean-venv
+.PHONY: help venv system-deps repro test test-fast ui lab team-db team-server clean-features clean-venv
 help:
 	@echo "make repro  - create/update .venv, install, run 'dvc repro' (embedded default)"
 	@echo "make repro PROFILE=birds-offline | gpu-pokemon | gpu-birds  - a profile (params.<name>.yaml; README)"
 	@echo "make test   - create/update .venv, install, run the test suite"
+	@echo "make test-fast - the tests not marked slow (no real pipeline runs)"
 	@echo "make ui     - MLflow UI on http://127.0.0.1:5000, opened on the runs list (the URL is printed)"
 	@echo "make lab    - JupyterLab on http://127.0.0.1:8888"
 
 PLOTS_TEMPLATE := .dvc/plots_template.html
 venv: $(STAMP) $(PLOTS_TEMPLATE)
-# `dvc plots show/diff` pages that work offline: vega inlined (polarcatalog/app/plots_page.py; .dvc/config names it)
+# `dvc plots show/diff` pages that work offline: vega inlined (polarcatalog_tools/plots_page.py; .dvc/config names it)
 $(PLOTS_TEMPLATE): | $(STAMP)
-	$(BIN)/polarcatalog plots-template --dest $@
+	$(BIN)/polarcatalog-tools plots-template --dest $@
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -32,10 +33,10 @@ $(STAMP): pyproject.toml
 	@# from any shell then finds `polarcatalog` for the stage commands and `dvc` for `dvc queue start`'s workers.
 	@printf '%s\n' 'import os, sys; b = os.path.join(sys.prefix, "bin"); p = os.environ.get("PATH", ""); sys.prefix != sys.base_prefix and b not in p.split(os.pathsep) and os.environ.__setitem__("PATH", b + os.pathsep + p)' \
 	  > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/polarcatalog_venv_path.pth"
-	@# This venv's JupyterLab saves the stage notebooks without outputs or kernel noise (polarcatalog/app/lab.py).
+	@# This venv's JupyterLab saves the stage notebooks without outputs or kernel noise (polarcatalog_tools/lab.py).
 	@mkdir -p $(VENV)/etc/jupyter
-	@printf '%s\n' '# written by `make venv`: the stage notebooks are saved without outputs or kernel noise (polarcatalog/app/lab.py)' \
-	  'c.ContentsManager.pre_save_hook = "polarcatalog.app.lab.pre_save"' > $(VENV)/etc/jupyter/jupyter_server_config.py
+	@printf '%s\n' '# written by `make venv`: the stage notebooks are saved without outputs or kernel noise (polarcatalog_tools/lab.py)' \
+	  'c.ContentsManager.pre_save_hook = "polarcatalog_tools.lab.pre_save"' > $(VENV)/etc/jupyter/jupyter_server_config.py
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
@@ -65,6 +66,10 @@ test: venv system-deps
 	@# start first. The slowest tests are listed: keep the suite well under 15 minutes.
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=12 tests/test_pipeline.py tests
 
+# The developer's loop: every test but the real pipeline runs (marked `slow`).
+test-fast: venv
+	$(BIN)/python -m pytest -q -n 2 -m "not slow" tests
+
 ui: venv
 	$(BIN)/polarcatalog ui --port 5000
 
@@ -79,10 +84,10 @@ TEAM_ARTIFACTS ?= $(TEAM_DIR)/mlflow-artifacts
 TEAM_HOST ?= 127.0.0.1
 TEAM_PORT ?= 5000
 team-db: venv  # a local PostgreSQL cluster for the server (skip it with a managed PostgreSQL: set TEAM_DB)
-	$(BIN)/polarcatalog team-db --dir $(TEAM_DIR)/postgres --port $(TEAM_DB_PORT)
+	$(BIN)/polarcatalog-tools team-db --dir $(TEAM_DIR)/postgres --port $(TEAM_DB_PORT)
 
 team-server: venv
-	$(BIN)/polarcatalog team-server --backend $(TEAM_DB) --artifacts $(TEAM_ARTIFACTS) --host $(TEAM_HOST) --port $(TEAM_PORT)
+	$(BIN)/polarcatalog-tools team-server --backend $(TEAM_DB) --artifacts $(TEAM_ARTIFACTS) --host $(TEAM_HOST) --port $(TEAM_PORT)
 
 clean-features:  # the content-addressed feature cache: the next `dvc repro -f -s embed` recomputes every vector
 	rm -rf data/cache/features

@@ -25,6 +25,10 @@ budget.
 
 from __future__ import annotations
 
+from polarcatalog.numerics import pin_process
+
+pin_process()  # before numpy loads, as the `polarcatalog` command does
+
 import argparse
 import itertools
 import os
@@ -34,7 +38,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from polarcatalog.app.workflows import catalog_for, protocol_for, query_values, query_view, run_retrieval
+from polarcatalog.from_params import protocol_for, query_view
+from polarcatalog.retrieval.query_side import catalog_for, query_values, run_retrieval
 from polarcatalog.config import load_params
 from polarcatalog.encoders import create_encoder
 from polarcatalog.encoders.preprocess import Preprocess

@@ -10,18 +10,23 @@ per encoder (about 10-15 s each here with ONNX Runtime); a second run reads ever
 
 from __future__ import annotations
 
+from polarcatalog.numerics import pin_process
+
+pin_process()  # before numpy loads, as the `polarcatalog` command does
+
 import argparse
 import os
 from pathlib import Path
 
 import pandas as pd
 
-from polarcatalog.app.workflows import catalog_for, protocol_for, query_values, run_retrieval
+from polarcatalog.from_params import protocol_for
+from polarcatalog.retrieval.query_side import catalog_for, query_values, run_retrieval
 from polarcatalog.config import load_params
 from polarcatalog.encoders import create_encoder
 from polarcatalog.encoders.preprocess import Preprocess
 from polarcatalog.eval.metrics import RANK_METRICS
-from polarcatalog.features.embed import encode_anchor_views, query_content_scale
+from polarcatalog.features.embedding import encode_anchor_views, query_content_scale
 from polarcatalog.features.workspace import load_workspace
 from polarcatalog.io import write_json
 from polarcatalog.paths import FEATURE_CACHE, FEATURES, PROCESSED

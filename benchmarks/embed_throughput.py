@@ -11,6 +11,10 @@ Writes reports/benchmarks/embed_throughput.{json,md}.
 
 from __future__ import annotations
 
+from polarcatalog.numerics import pin_process
+
+pin_process()  # before numpy loads, as the `polarcatalog` command does
+
 import argparse
 import json
 import os
@@ -23,7 +27,7 @@ from typing import Callable
 import pandas as pd
 import torch
 
-from polarcatalog.app.workflows import query_view
+from polarcatalog.from_params import query_view
 from polarcatalog.config import load_params
 from polarcatalog.encoders import create_encoder
 from polarcatalog.encoders.preprocess import Preprocess

@@ -19,6 +19,10 @@ reports/benchmarks/encoder_search.{json,md}.
 
 from __future__ import annotations
 
+from polarcatalog.numerics import pin_process
+
+pin_process()  # before numpy loads, as the `polarcatalog` command does
+
 import itertools
 import os
 from pathlib import Path
@@ -26,7 +30,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from polarcatalog.app.workflows import catalog_for, protocol_for, query_values, run_retrieval
+from polarcatalog.from_params import protocol_for
+from polarcatalog.retrieval.query_side import catalog_for, query_values, run_retrieval
 from polarcatalog.config import Retrieval, load_params
 from polarcatalog.encoders import create_encoder
 from polarcatalog.encoders.preprocess import Preprocess

@@ -10,6 +10,10 @@ Writes reports/benchmarks/polar_scale.{json,md}. Synthetic random graph: speed o
 
 from __future__ import annotations
 
+from polarcatalog.numerics import pin_process
+
+pin_process()  # before numpy loads, as the `polarcatalog` command does
+
 import argparse
 import json
 import os

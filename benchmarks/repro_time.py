@@ -13,6 +13,10 @@ the largest single process while it runs (its notebook kernel). Writes reports/b
 
 from __future__ import annotations
 
+from polarcatalog.numerics import pin_process
+
+pin_process()  # before numpy loads, as the `polarcatalog` command does
+
 import argparse
 import os
 import platform

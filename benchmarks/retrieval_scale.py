@@ -9,6 +9,10 @@ Writes reports/benchmarks/retrieval_scale.{json,md}. Synthetic random vectors: s
 
 from __future__ import annotations
 
+from polarcatalog.numerics import pin_process
+
+pin_process()  # before numpy loads, as the `polarcatalog` command does
+
 import argparse
 import json
 import os

@@ -9,9 +9,13 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-import pytest
-from PIL import Image
+from polarcatalog.numerics import pin_process
+
+pin_process()  # before numpy loads, as the `polarcatalog` command does
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from PIL import Image  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"

@@ -53,7 +53,7 @@ def test_imagenet_bird_filter_on_clipart_birds_vs_photos(lite0):
 
 
 def test_prototype_filter_keeps_artwork_rejects_photos(lite0):
-    from polarcatalog.data.fetch import pokemon_package_dir
+    from polarcatalog.data.packages import pokemon_package_dir
 
     art = [load_rgb(pokemon_package_dir() / "images" / f"{i}.jpg") for i in range(1, 61)]
     junk = list(non_bird_images().values())[:6]
@@ -75,7 +75,7 @@ def test_filter_anchors_quarantines_broken_candidates_and_keeps_every_species(li
     import pandas as pd
 
     from polarcatalog.curate.pipeline import filter_anchors
-    from polarcatalog.data.fetch import pokemon_package_dir
+    from polarcatalog.data.packages import pokemon_package_dir
     from polarcatalog.data.images import Quarantine
 
     art = pokemon_package_dir() / "images"

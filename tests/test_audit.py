@@ -9,8 +9,8 @@ import os
 import pandas as pd
 import pytest
 
-from polarcatalog.app import audit
-from polarcatalog.app.stages import declaration, stage_names
+from tests import read_audit as audit
+from polarcatalog.runner.pipelines import declaration, stage_names
 from polarcatalog.config import load_params
 from polarcatalog.io import read_table
 from tests.conftest import ROOT
@@ -115,7 +115,7 @@ def test_the_recorder_sees_reads_inside_the_repository_only(root, recording, tmp
 def test_finish_writes_the_stage_record_where_asked(root, tmp_path, monkeypatch):
     monkeypatch.setenv(audit.ENV, str(tmp_path / "audit"))
     params = load_params(ROOT / "params.yaml")
-    audit.start_if_asked(root)
+    audit.start(root)
     _write(root / "data/raw/a.txt").read_text()
     params.retrieval.lam  # noqa: B018
     path = audit.finish("ablate@lam")
@@ -126,7 +126,23 @@ def test_finish_writes_the_stage_record_where_asked(root, tmp_path, monkeypatch)
     assert audit.finish("ablate@lam") is None  # no longer recording
 
 
-def test_nothing_is_recorded_unless_asked(root, monkeypatch):
+def test_nothing_is_written_unless_asked(root, tmp_path, monkeypatch):
     monkeypatch.delenv(audit.ENV, raising=False)
-    audit.start_if_asked(root)
-    assert audit.stop() is None
+    audit.start(root)
+    _write(root / "data/raw/a.txt").read_text()
+    assert audit.finish("ablate@lam") is None and not list(tmp_path.rglob("*.json"))
+
+
+def test_a_kernel_started_with_the_audit_env_installs_it(tmp_path):
+    """sitecustomize.py runs in a Jupyter kernel (and only there): the stage's tracking functions are wrapped."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, **audit.kernel_env(tmp_path)}
+    probe = "from polarcatalog.runner import tracking; print(tracking.start_stage.__name__)"
+    plain = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert plain.stdout.strip() == "start_stage"  # not a kernel: nothing installed
+    script = tmp_path / "ipykernel_launcher.py"  # stands for the kernel's command line, which sitecustomize reads
+    script.write_text(probe)
+    kernel = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True)
+    assert kernel.stdout.strip() == "started"

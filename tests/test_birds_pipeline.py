@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from polarcatalog.app import audit
-from polarcatalog.app.stages import declaration, stage_names
+from tests import read_audit as audit
+from polarcatalog.runner.pipelines import declaration, stage_names
 from tests.conftest import run_ok, shared, snapshot_repo
 
 pytestmark = pytest.mark.slow
@@ -28,7 +28,7 @@ def repo(tmp_path_factory):
         params["birds"]["reference_dir"] = str(reference)
         params["eval"]["bootstrap"] = 200
 
-    env = snapshot_repo(repo, edit, {audit.ENV: str(repo.parent / "audit")}, skip=("reports/", "data/"))
+    env = snapshot_repo(repo, edit, audit.kernel_env(repo.parent / "audit"), skip=("reports/", "data/"))
     proc = run_ok(["dvc", "repro", "birds/dvc.yaml"], repo, env)
     return repo, env, proc.stdout + proc.stderr
 

@@ -93,7 +93,7 @@ def test_a_smoke_run_too_small_for_the_colour_basis_fails_before_any_compute():
 def test_query_side_projects_queries_and_reference_queries_like_the_catalog():
     """The catalog's anchors, the batch and the dev reference queries all lose the same directions, so a folder scored
     alone sees the space the pipeline's batches see."""
-    from polarcatalog.app.workflows import catalog_for, query_side
+    from polarcatalog.retrieval.query_side import catalog_for, query_side
     from polarcatalog.config import Retrieval
     from polarcatalog.features.workspace import Workspace
 

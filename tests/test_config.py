@@ -5,12 +5,15 @@ from polarcatalog.config import ParamsError, apply_overrides, flatten, load_para
 from tests.conftest import ROOT
 
 
-def test_repo_params_are_valid_and_match_paper_defaults():
+def test_repo_params_are_valid_and_keep_what_the_papers_fix():
+    """params.yaml validates, every key it sets is read back unchanged, and the values the papers fix hold: r and k
+    (VR-RAG §6.1), a λ sweep that spans the whole [0, 1] range with the configured λ on its grid (Fig. 3)."""
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     p = load_params(ROOT / "params.yaml")
-    assert (p.retrieval.r, p.retrieval.k) == (100, 5)  # VR-RAG §6.1
-    assert p.retrieval.lam == 0.7  # chosen on dev species with the configured encoders (it is also the paper's value)
-    assert p.curate.summary_max_words == 127
-    assert p.ablations.lam[0] == 0.0 and p.ablations.lam[-1] == 1.0 and len(p.ablations.lam) == 11
+    dumped = flatten(p.model_dump(mode="json"))
+    assert {k: v for k, v in flatten(raw).items() if k in dumped} == {k: dumped[k] for k in flatten(raw) if k in dumped}
+    assert (p.retrieval.r, p.retrieval.k) == (100, 5)
+    assert p.ablations.lam[0] == 0.0 and p.ablations.lam[-1] == 1.0 and p.retrieval.lam in p.ablations.lam
 
 
 @pytest.mark.parametrize(
@@ -32,8 +35,8 @@ def test_repo_params_are_valid_and_match_paper_defaults():
         ({"curate.pokeapi_dir": "/nowhere/pokeapi"}, "curate.pokeapi_dir", "/nowhere/pokeapi is not a folder"),
         ({"curate.filter_encoder": "open_clip:ViT-B-32:openai"}, "curate.filter_encoder", "allowed: efficientnet_lite0, efficientnet_lite1, efficientnet_lite2"),
         ({"graph.verifier": "oracle"}, "graph.verifier", "unknown verifier 'oracle'; allowed: probe, zero_shot, vlm"),
-        ({"graph.constraint": "soft:-5"}, "graph.constraint", "allowed: none, hard, adaptive, soft:<penalty >= 0>"),
-        ({"ablations.constraint": ["hard", "medium"]}, "ablations.constraint.1", "allowed: none, hard, adaptive, soft:"),
+        ({"graph.constraint": "soft:-5"}, "graph.constraint", "allowed: none, hard, adaptive:<p_max > 0>, soft:<penalty >= 0>"),
+        ({"ablations.constraint": ["hard", "medium"]}, "ablations.constraint.1", "allowed: none, hard, adaptive:<p_max > 0>, soft:"),
         ({"retrieval.reranker": "open_clip:ViT-B-32:openai"}, "(top level)", "add them to encoders.image"),
         ({"retrieval.k": 200}, "retrieval", "cannot exceed r"),
         ({"encoders.anchor_scale": 3}, "encoders.anchor_scale", "[8, 4096]"),
@@ -44,7 +47,7 @@ def test_repo_params_are_valid_and_match_paper_defaults():
         ({"dataset.sprites_sha256": "abc"}, "dataset.sprites_sha256", "pattern"),
         ({"ablations.coverage": ["top_n:6", "multi_prompt"]}, "ablations.coverage.1", "multi_prompt:<N>, global_local:<N>"),
         ({"ablations.coverage": ["global_local:0"]}, "ablations.coverage.0", "N >= 1"),
-        ({"graph.proposer": "crops"}, "graph.proposer", "unknown proposer 'crops'; allowed: top_n, multi_prompt, global_local, random_n, all"),
+        ({"graph.proposer": "crops"}, "graph.proposer", "proposer 'crops'; allowed: all, top_n:<N>, multi_prompt:<N>, global_local:<N>, random_n:<N>"),
         ({"encoders.local_grid": 1}, "encoders.local_grid", "use 0 (no local views) or 2-4"),
         ({"graph.verifier": "zero_shot"}, "(top level)", "needs graph.zero_shot_encoder set to one of encoders.image"),
         ({"graph.verifier": "zero_shot", "graph.zero_shot_encoder": "efficientnet_lite0@192"}, "(top level)", "has no text tower"),
@@ -52,7 +55,7 @@ def test_repo_params_are_valid_and_match_paper_defaults():
          "ablations.coverage (global_local:6), ablations.coverage (global_local:12) propose"),
         ({"encoders.local_grid": 2}, "(top level)", "encodes local views that no stage reads"),
         ({"retrieval.hubness": "mnn"}, "retrieval.hubness", "'none' or 'csls'"),
-        ({"encoders.local_grid": 0, "graph.proposer": "global_local", "ablations.coverage": ["all"]}, "(top level)",
+        ({"encoders.local_grid": 0, "graph.proposer": "global_local:12", "ablations.coverage": ["all"]}, "(top level)",
          "graph.proposer propose from local views but encoders.local_grid is 0"),
     ],
 )
@@ -101,7 +104,7 @@ def test_overrides_and_flatten():
 def test_cli_check_params(tmp_path):
     from typer.testing import CliRunner
 
-    from polarcatalog.app.cli import app
+    from polarcatalog.cli.main import app
 
     ok = CliRunner().invoke(app, ["check-params", "--params", str(ROOT / "params.yaml")])
     assert ok.exit_code == 0 and '"lam": 0.7' in ok.output
@@ -122,7 +125,7 @@ def test_a_bad_set_is_named_as_the_set_not_blamed_on_the_params_file(tmp_path, s
     """`--set retrieval.lam` (no `=`) was 'not enough values to unpack'; a bad --set value read as a params.yaml error."""
     from typer.testing import CliRunner
 
-    from polarcatalog.app.cli import app
+    from polarcatalog.cli.main import app
 
     (tmp_path / "q").mkdir()
     args = [a for item in sets for a in ("--set", item)]
@@ -138,10 +141,10 @@ def test_compound_values_are_typed_once_and_written_back_as_text():
 
     p = load_params(ROOT / "params.yaml", {"graph.constraint": "soft:0.03", "encoders.image": ["efficientnet_lite0", "open_clip:ViT-B-32:openai"],
                                            "retrieval.ensemble": ["efficientnet_lite0"], "retrieval.reranker": None, "retrieval.colour_invariant": []})
-    assert p.graph.constraint == Strength("soft", 0.03) and p.graph.strength() == Strength("soft", 0.03)
-    assert load_params(ROOT / "params.yaml", {"graph.constraint": "adaptive"}).graph.strength() == Strength("adaptive", 1.0)
+    assert p.graph.constraint == Strength("soft", 0.03)
+    assert load_params(ROOT / "params.yaml", {"graph.constraint": "adaptive:0.5"}).graph.constraint == Strength("adaptive", 0.5)
     assert p.encoders.image[1] == EncoderSpec("open_clip", "ViT-B-32", "openai") and p.encoders.names[1] == "open_clip:ViT-B-32:openai"
-    assert p.ablations.coverage[0] == ProposerSpec("random_n", 6) and p.graph.proposer_spec == ProposerSpec("top_n", 12)
+    assert p.ablations.coverage[0] == ProposerSpec("random_n", 6) and p.graph.proposer == ProposerSpec("top_n", 12)
     dumped = p.model_dump(mode="json")
     assert dumped["graph"]["constraint"] == "soft:0.03" and dumped["ablations"]["coverage"][-1] == "all"
     assert validate(dumped) == p  # the text form parses back to the same typed values
@@ -153,7 +156,7 @@ def test_zero_shot_on_an_encoder_without_a_text_tower_fails_at_check_params(tmp_
     from typer.testing import CliRunner
     from transformers import Dinov2Config, Dinov2Model
 
-    from polarcatalog.app.cli import app
+    from polarcatalog.cli.main import app
 
     folder = tmp_path / "dinov2"
     Dinov2Model(Dinov2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, mlp_ratio=2, image_size=28)).save_pretrained(folder)
@@ -170,7 +173,7 @@ def test_cli_rejects_a_negative_soft_penalty_like_params_do(tmp_path):
     """`--strength soft:-5` fails in the CLI before any encoding, with the same message params.yaml gets."""
     from typer.testing import CliRunner
 
-    from polarcatalog.app.cli import app
+    from polarcatalog.cli.main import app
 
     (tmp_path / "q").mkdir()
     res = CliRunner().invoke(app, ["evaluate", "--queries", str(tmp_path / "q"), "--params", str(ROOT / "params.yaml"),
@@ -217,7 +220,7 @@ def test_an_alias_bomb_fails_fast_within_a_memory_limit(tmp_path):
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
-    proc = subprocess.run([sys.executable, "-m", "polarcatalog.app.cli", "check-params", "--params", str(bomb)],
+    proc = subprocess.run([sys.executable, "-m", "polarcatalog.cli", "check-params", "--params", str(bomb)],
                           capture_output=True, text=True, timeout=60, preexec_fn=limit)
     assert proc.returncode == 2 and "aliases (*a) are not allowed" in proc.stderr and len(proc.stderr) < 1000
 
@@ -255,7 +258,7 @@ def test_the_check_stage_is_upstream_of_every_stage_and_stamps_only_valid_params
     and its stamp does not change with the params, so it reruns nothing by itself."""
     from typer.testing import CliRunner
 
-    from polarcatalog.app.cli import app
+    from polarcatalog.cli.main import app
 
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     stamp = stages["check"]["outs"][0]

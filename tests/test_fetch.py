@@ -2,8 +2,8 @@ import tarfile
 
 import pytest
 
-from polarcatalog.data import fetch
-from polarcatalog.data.fetch import FetchError, extract_sprites, npm_pack
+from polarcatalog.data import packages as fetch
+from polarcatalog.data.packages import FetchError, extract_sprites, npm_pack
 from polarcatalog.io import sha256_file
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from polarcatalog.data.concepts import Concept
-from polarcatalog.memory.graph import PolarGraph, align_edges, edge_quality, graph_stats, read_graphml
+from polarcatalog.memory.polar_graph import PolarGraph, align_edges, edge_quality, graph_stats, read_graphml
 from polarcatalog.memory.partition import HAS, NOT_HAS, UNCERTAIN
 from polarcatalog.memory.propose import ProposerSpec, create_proposer, proposal_recall
 from polarcatalog.memory.verifiers import ProbeVerifier
@@ -187,7 +187,7 @@ def test_cost_table_peak_memory_is_each_steps_own_high_water_mark():
     200 MB shows it, the next step (which allocates nothing) does not inherit it, and the total row takes the max."""
     import sys
 
-    from polarcatalog.memory import report
+    from polarcatalog.memory import polar_report as report
 
     if not sys.platform.startswith("linux"):
         pytest.skip("peak resident memory is read from /proc")

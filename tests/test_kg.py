@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from polarcatalog.kg.bridge import budget_matched, kgret, top_by_score
-from polarcatalog.kg.evaluate import deficit, evidence_values
+from polarcatalog.kg.completeness import deficit, evidence_values
 from polarcatalog.kg.extract import (Extraction, family_triples, parse_extractor_json, sentence_triples,
                                      species_row_triples)
 from polarcatalog.kg.facts import candidate_facts, facts_by_species
-from polarcatalog.kg.graph import KnowledgeGraph, LinkRule
+from polarcatalog.kg.knowledge_graph import KnowledgeGraph, LinkRule
 from polarcatalog.kg.triples import Entities, Triple, entity_id, table
 
 ROWS = [  # @pkmn/dex's layout, abridged
@@ -205,7 +205,7 @@ def test_the_avilist_taxonomy_is_a_graph_of_orders_families_genera_and_species()
 
 
 def test_the_leakage_check_flags_labels_in_paths_and_copies_of_catalog_images():
-    from polarcatalog.kg.evaluate import leakage
+    from polarcatalog.kg.completeness import leakage
 
     flags = leakage(["q/pikachu/a.png", "sprites/regular/mr-mime.png", "q/x/001.png", "q/x/y.png"],
                     ["Pikachu", "Mr. Mime", "Bulbasaur", "Ivysaur"], ["s1", "s2", "s3", "s4"], {"s3"})
@@ -215,7 +215,7 @@ def test_the_leakage_check_flags_labels_in_paths_and_copies_of_catalog_images():
 
 def test_pokeapi_adds_genus_shape_habitat_and_a_second_source_for_evolution():
     """With `curate.pokeapi_dir` (the reference CSVs), the same evolution link arrives from two sources, each kept."""
-    from polarcatalog.app.knowledge import pokeapi_triples
+    from polarcatalog.kg.catalog_triples import pokeapi_triples
     from tests.conftest import shared
 
     got = {(t.head, t.relation, t.tail, t.source) for t in pokeapi_triples(shared("pokeapi"), {1, 2, 25, 172})}

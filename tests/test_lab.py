@@ -20,7 +20,7 @@ import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import start_new_kernel
 
-from polarcatalog.app.lab import KERNELSPEC, LANGUAGE_INFO, normalise
+from polarcatalog_tools.lab import KERNELSPEC, LANGUAGE_INFO, normalise
 from tests.conftest import ROOT
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

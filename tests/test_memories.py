@@ -8,7 +8,7 @@ import pytest
 
 from polarcatalog.data.concepts import Concept
 from polarcatalog.memory.constraints import CONFLICT, Strength
-from polarcatalog.memory.evaluate import ConstrainedQueries, catalog_neighbours, evaluate_strengths, make_constrained_queries
+from polarcatalog.memory.constrained import ConstrainedQueries, catalog_neighbours, evaluate_strengths, make_constrained_queries
 from polarcatalog.memory.memories import (CompletedMemory, IncidenceMemory, edge_quality, oracle_memory, pad_concepts,
                                           random_memory, states)
 from polarcatalog.memory.partition import HAS, NOT_HAS, partition

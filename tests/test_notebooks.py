@@ -6,7 +6,7 @@ import nbformat
 import pytest
 import yaml
 
-from polarcatalog.app.stages import PIPELINES
+from polarcatalog.runner.pipelines import PIPELINES
 from tests.conftest import ROOT
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -35,7 +35,7 @@ def test_each_notebook_is_a_papermill_stage(path):
     for stage in stages:
         cmd = stage["cmd"]
         executed = f"reports/notebooks/{path.stem}" + ("_${item}" if "${item}" in cmd else "") + ".ipynb"
-        # app/run_notebook.py: papermill with params_file and executed_notebook injected, the checkout's src/ imported
+        # runner/run_notebook.py: papermill with params_file and executed_notebook injected, the checkout's src/ imported
         assert cmd.startswith(f"polarcatalog run-notebook notebooks/{path.name} {executed}")
         assert f"notebooks/{path.name}" in stage["deps"]
     # executed notebooks change on every run: never a dependency of another stage

@@ -19,8 +19,8 @@ import yaml
 from mlflow import MlflowClient
 from PIL import Image
 
-from polarcatalog.app import audit
-from polarcatalog.app.stages import declaration, stage_names
+from tests import read_audit as audit
+from polarcatalog.runner.pipelines import declaration, stage_names
 from tests.conftest import ROOT, SHARED_DATA, run_ok, snapshot_repo
 
 pytestmark = pytest.mark.slow
@@ -44,7 +44,7 @@ def repo(tmp_path_factory):
         params["curate"]["pokeapi_dir"] = str(pokeapi) if pokeapi.is_dir() else None
         params["curate"]["bird_eval_dir"] = str(birds) if birds.is_dir() else None
 
-    env = snapshot_repo(repo, edit, {audit.ENV: str(repo.parent / "audit")})
+    env = snapshot_repo(repo, edit, audit.kernel_env(repo.parent / "audit"))
     run_ok(["dvc", "repro"], repo, env)
     return repo, env
 
@@ -66,7 +66,7 @@ def test_processed_tables(repo):
 
 def test_every_stage_reads_only_what_dvc_yaml_declares(repo):
     """DVC reruns a stage only when what it declares changes: every params key and repository file a stage's
-    notebook read (recorded under POLARCATALOG_AUDIT, see polarcatalog.app.audit) must be declared for it."""
+    notebook read (recorded under POLARCATALOG_AUDIT, see tests/read_audit.py) must be declared for it."""
     root, env = repo
     records, problems = {}, {}
     for stage in stage_names(root, ("dvc.yaml",)):  # the bird pipeline's stages: tests/test_birds_pipeline.py
@@ -91,7 +91,7 @@ def test_every_stage_reads_only_what_dvc_yaml_declares(repo):
 def test_embed_keeps_a_colour_basis_for_the_projected_encoders_only(repo):
     """The embed stage learns the colour-nuisance directions for `retrieval.colour_invariant` and no other encoder; the
     retrieval's anchors of those encoders have no component left along the configured directions."""
-    from polarcatalog.app.workflows import retrieval_features
+    from polarcatalog.retrieval.query_side import retrieval_features
     from polarcatalog.config import load_params
     from polarcatalog.features.workspace import load_workspace
 
@@ -278,7 +278,7 @@ def test_report_stage_writes_the_results_section(repo):
 
 def test_polarized_graph_and_constraint_tables(repo):
     root, _ = repo
-    from polarcatalog.memory.graph import read_graphml
+    from polarcatalog.memory.polar_graph import read_graphml
 
     g = read_graphml(root / "data/processed/graph/polar_graph.graphml")
     kinds = [d["kind"] for _, d in g.nodes(data=True)]
@@ -528,7 +528,7 @@ def test_mlflow_ui_lands_on_the_runs_and_shows_the_executed_notebook_as_html(rep
 
     from playwright.sync_api import sync_playwright
 
-    from polarcatalog.app import team
+    from polarcatalog_tools import team
 
     root, env = repo
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -570,7 +570,7 @@ def test_team_mode_a_stage_runs_against_postgresql_and_a_tracking_server(repo, t
     import signal
     import tempfile
 
-    from polarcatalog.app import team
+    from polarcatalog_tools import team
 
     root, env = repo
     data = Path(tempfile.mkdtemp(prefix="polarcatalog-pg-"))  # outside root's 0700 pytest folder: postgres must reach it

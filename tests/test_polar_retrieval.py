@@ -65,18 +65,21 @@ def test_conflict_at_k_hand_computed():
 
 def test_strength_parsing():
     assert Strength.parse("soft:0.05") == Strength("soft", 0.05) and str(Strength.parse("soft:0.05")) == "soft:0.05"
-    assert Strength.parse("adaptive").with_adaptive_max(2.0) == Strength("adaptive", 2.0)
-    assert Strength.parse("hard").with_adaptive_max(2.0) == Strength("hard")
-    for bad in ("medium", "soft:-5", "soft:", "soft:abc", "soft:nan", "soft:inf", "hard:1"):
-        with pytest.raises(ValueError, match=r"allowed: none, hard, adaptive, soft:<penalty >= 0>"):
+    assert Strength.parse("adaptive:2") == Strength("adaptive", 2.0) and str(Strength.parse("adaptive:2")) == "adaptive:2"
+    assert Strength.parse("adaptive") == Strength.parse("adaptive:1")  # the bare name is p_max 1
+    assert Strength.parse(str(Strength("adaptive", 0.5))) == Strength("adaptive", 0.5)  # the text form round-trips
+    for bad in ("medium", "soft:-5", "soft:", "soft:abc", "soft:nan", "soft:inf", "hard:1", "adaptive:0", "adaptive:-1"):
+        with pytest.raises(ValueError, match=r"allowed: none, hard, adaptive:<p_max > 0>, soft:<penalty >= 0>"):
             Strength.parse(bad)
     with pytest.raises(ValueError, match="p_max"):  # an adaptive strength must know its maximum penalty
-        reorder(np.zeros((1, 2), np.int8), np.zeros((1, 2)), Strength.parse("adaptive"))
+        Strength("adaptive")
+    with pytest.raises(ValueError, match="takes no"):
+        Strength("hard", 1.0)
 
 
 def test_constrained_queries_and_strength_table_on_a_toy_catalog():
     from polarcatalog.data.concepts import Concept
-    from polarcatalog.memory.evaluate import evaluate_strengths, make_constrained_queries, query_image_concepts
+    from polarcatalog.memory.constrained import evaluate_strengths, make_constrained_queries, query_image_concepts
     from polarcatalog.memory.memories import IncidenceMemory, oracle_memory
     from polarcatalog.memory.propose import create_proposer
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from polarcatalog.app import profiles
+from polarcatalog.runner import profiles
 from polarcatalog.config import ParamsError
 from tests.conftest import ROOT
 
@@ -30,16 +30,19 @@ def test_every_profile_passes_check_params(name):
     assert yaml.safe_load(proc.stdout)  # the resolved params, as JSON
 
 
-def test_the_gpu_profile_is_the_papers_setup():
-    params, changed = profiles.resolve("gpu-pokemon", ROOT)
-    r = params.retrieval
-    assert (r.r, r.k, r.lam, r.chunks) == (100, 5, 0.7, "multimodal")
-    assert [str(e) for e in r.ensemble] == ["open_clip:ViT-L-14:openai", "open_clip:ViT-L-14:laion2b_s32b_b82k",
-                                            "open_clip:ViT-L-16-SigLIP-256:webli"]
-    assert str(r.reranker) == "hf:facebook/dinov2-large"
-    assert params.reader.model == params.graph.vlm_model == params.curate.vlm_model == "Qwen/Qwen2.5-VL-7B-Instruct"
-    assert params.graph.verifier == "vlm" and params.encoders.device == "cuda"
-    assert "retrieval.r" not in changed  # already the default: not passed to -S
+def test_a_profile_changes_exactly_the_keys_its_overlay_sets():
+    """`resolve` applies the overlay file and nothing else: every key it reports changed is in the overlay, with the
+    overlay's value, and every other key keeps params.yaml's value."""
+    from polarcatalog.config import flatten
+
+    base = flatten(profiles.load_params(ROOT / "params.yaml").model_dump(mode="json"))
+    for name, profile in profiles.PROFILES.items():
+        overlay = profiles.overlay(name, ROOT)
+        params, changed = profiles.resolve(name, ROOT)
+        mine = flatten(params.model_dump(mode="json"))
+        assert set(changed) <= set(overlay), name
+        assert all(mine[k] == base[k] for k in base if k not in overlay), name
+        assert all(mine[k] != base.get(k) for k in changed), name
 
 
 @pytest.mark.parametrize("name", list(profiles.PROFILES))

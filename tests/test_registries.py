@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from polarcatalog.app.axes import AXES, axis_named
+from polarcatalog.stages.ablate import AXES, axis_named
 from polarcatalog.config import Ablations
 from polarcatalog.data.domain import DOMAINS, create_domain
 from polarcatalog.data.pokemon import PokemonDomain
@@ -23,9 +23,9 @@ from polarcatalog.memory.verifiers import VERIFIERS, ProbeVerifier, create_verif
     (lambda: create_encoder("efficientnet_lite0", "text"), "unknown text encoder 'efficientnet_lite0'; allowed: minilm"),
     (lambda: create_verifier("oracle"), "unknown verifier 'oracle'; allowed: probe, zero_shot, vlm"),
     (lambda: create_proposer("crops:6"), "proposer 'crops:6'; allowed: all, top_n:<N>, multi_prompt:<N>, global_local:<N>, random_n:<N>"),
-    (lambda: axis_named("depth"), "unknown ablation axis 'depth'; allowed: lam, top_k, constraint, coverage"),
+    (lambda: axis_named("depth"), "unknown ablation axis 'depth'; allowed: " + ", ".join(AXES)),
     (lambda: create_domain("birds"), "unknown domain 'birds'; allowed: pokemon"),
-    (lambda: Strength.parse("medium"), "constraint strength 'medium'; allowed: none, hard, adaptive, soft:<penalty >= 0>"),
+    (lambda: Strength.parse("medium"), "constraint strength 'medium'; allowed: none, hard, adaptive:<p_max > 0>, soft:<penalty >= 0>"),
 ])
 def test_unknown_names_list_the_allowed_values(make, message):
     with pytest.raises(ValueError) as err:

@@ -204,7 +204,7 @@ def test_a_batch_too_small_for_its_own_statistics_falls_back_to_small_batch_cent
     catalog mean with no CSLS (`catalog`). A large enough batch keeps its own statistics."""
     import pandas as pd
 
-    from polarcatalog.app.workflows import query_side
+    from polarcatalog.retrieval.query_side import query_side
     from polarcatalog.config import Retrieval
     from polarcatalog.features.workspace import Workspace
 

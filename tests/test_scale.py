@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from polarcatalog.data.regions import backdrop, content_box, content_side, foreground_mask, pixel_block, unblock
-from polarcatalog.features.embed import choose_anchor_scale, query_content_scale, snap_scale
+from polarcatalog.features.embedding import choose_anchor_scale, query_content_scale, snap_scale
 
 
 def sprite(w: int, h: int, seed: int = 0) -> Image.Image:

@@ -16,7 +16,7 @@ from mlflow import MlflowClient
 from tests.conftest import ROOT
 
 SETUP = """\
-from polarcatalog.app.tracking import start_stage
+from polarcatalog.runner.tracking import start_stage
 from polarcatalog.config import load_params
 params = load_params(params_file, overrides)
 run = start_stage("probe.ipynb", params, executed_notebook)
@@ -144,7 +144,7 @@ def test_invalid_params_fail_before_any_run_is_opened(workspace):
 
 
 def test_stage_of_a_notebook_and_its_declared_params_come_from_dvc_yaml(workspace):
-    from polarcatalog.app.tracking import declared_params, dvc_stage
+    from polarcatalog.runner.tracking import declared_params, dvc_stage
     from polarcatalog.config import load_params
 
     params = load_params(workspace / "params.yaml")
@@ -159,7 +159,7 @@ def test_every_stage_of_the_pipeline_logs_what_it_declares():
     """Each notebook resolves to its dvc.yaml stage, and every declared key exists in the validated params."""
     import yaml
 
-    from polarcatalog.app.tracking import declared_params, dvc_stage
+    from polarcatalog.runner.tracking import declared_params, dvc_stage
     from polarcatalog.config import load_params
 
     params = load_params(ROOT / "params.yaml")
@@ -174,32 +174,31 @@ def test_every_stage_of_the_pipeline_logs_what_it_declares():
             resolved = dvc_stage(ROOT, notebook, item)
             assert resolved == (f"{name}@{item}" if item else name)
             logged = declared_params(ROOT, resolved, params)
-            assert logged and "seed" not in logged and any(k.startswith("tracking.") for k in logged)
+            assert logged and "seed" not in logged and not any(k.startswith("tracking.") for k in logged)  # not a stage param
 
 
 def test_each_swept_value_names_the_params_it_stands_for():
     """A child run logs its point's params: for every axis, a value as the sweep names it (a table label such as
     `soft (p=0.1)`) must map back to a spec that params accept and that the sweep would name the same way."""
-    from polarcatalog.app.axes import AXES
+    from polarcatalog.stages.ablate import AXES
     from polarcatalog.config import load_params
     from polarcatalog.memory.constraints import Strength
 
     point = {name: axis.point for name, axis in AXES.items()}
     assert point["lam"](0.3) == {"retrieval.lam": 0.3} and point["top_k"](10) == {"retrieval.k": 10}
     assert point["constraint"]("soft (p=0.1)") == {"graph.constraint": "soft:0.1"}
-    assert point["constraint"]("adaptive (p_max=1)") == {"graph.constraint": "adaptive", "graph.adaptive_max_penalty": 1.0}
+    assert point["constraint"]("adaptive (p_max=1)") == {"graph.constraint": "adaptive:1"}
     assert point["constraint"]("hard + query-image concepts") == {"graph.constraint": "hard",
                                                                   "ablation.variant": "query-image concepts"}
-    assert point["coverage"]("multi_prompt:6") == {"graph.proposer": "multi_prompt", "graph.proposer_n": 6,
-                                                   "graph.critical_completion": False}
+    assert point["coverage"]("multi_prompt:6") == {"graph.proposer": "multi_prompt:6", "graph.critical_completion": False}
     assert point["coverage"]("top_n:12 + critical completion") == {
-        "graph.proposer": "top_n", "graph.proposer_n": 12, "graph.critical_completion": True}
+        "graph.proposer": "top_n:12", "graph.critical_completion": True}
     assert point["coverage"]("all") == {"graph.proposer": "all", "graph.critical_completion": False}
     params = load_params(ROOT / "params.yaml")
     for spec in params.ablations.constraint:
-        label = Strength.parse(spec).with_adaptive_max(0.5).label()
+        label = Strength.parse(spec).label()
         pp = point["constraint"](label)
-        assert Strength.parse(pp["graph.constraint"]).with_adaptive_max(0.5).label() == label
+        assert Strength.parse(pp["graph.constraint"]).label() == label
         assert str(load_params(ROOT / "params.yaml", pp).graph.constraint) == pp["graph.constraint"]
 
 
@@ -215,10 +214,10 @@ def test_an_ablation_headline_reports_the_configured_setting_and_its_reference_n
     headline is the configured proposer (with its CI) and the every-concept reference, whichever scores higher."""
     import pandas as pd
 
-    from polarcatalog.app.axes import AXES, headline, summary
+    from polarcatalog.stages.ablate import AXES, headline, summary
     from polarcatalog.config import load_params
 
-    params = load_params(ROOT / "params.yaml", {"graph.proposer": "top_n", "graph.proposer_n": 6,
+    params = load_params(ROOT / "params.yaml", {"graph.proposer": "top_n:6",
                                                 "graph.critical_completion": False})
     axis = AXES["coverage"]
     df = _axis_rows(axis, {"random_n:6": 0.09, "top_n:6": 0.14, "multi_prompt:12": 0.31, "all": 0.15})

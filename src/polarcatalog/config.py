@@ -4,7 +4,7 @@ Every stage notebook and the CLI call `load_params(params_file, overrides)`; not
 Compound values are parsed here, once, into the typed values the code consumes (`open_clip:ViT-B-32:openai` ->
 `EncoderSpec`, `soft:0.03` -> `Strength`, `top_n:6` -> `ProposerSpec`), by the same parsers and registries the
 runtime uses, so "fails before compute" holds for every key. This module sits above the library it configures:
-the library never reads params; the app (`polarcatalog.app`) hands it these typed values.
+the library never reads params; the stages (`polarcatalog.stages`, `polarcatalog.from_params`) hand it these typed values.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import reprlib
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterable, Literal
+from typing import Annotated, Any, Iterable, Literal
 
 import yaml
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, ValidationError,
@@ -22,7 +22,7 @@ from polarcatalog.data.domain import DOMAINS
 from polarcatalog.encoders import EncoderSpec, has_text_tower, parse_encoder
 from polarcatalog.encoders.registry import PACKAGED_IMAGE
 from polarcatalog.memory.constraints import Strength
-from polarcatalog.memory.propose import PROPOSERS, ProposerSpec
+from polarcatalog.memory.propose import ProposerSpec
 from polarcatalog.memory.verifiers import VERIFIERS
 
 
@@ -55,25 +55,12 @@ Folder = Annotated[str | None, AfterValidator(_existing_folder)]
 DomainName = Annotated[str, _name_in(DOMAINS, "domain")]
 ClassifierName = Annotated[str, _name_in(PACKAGED_IMAGE, "filter encoder")]  # an ImageNet classifier: a packaged EfficientNet
 VerifierName = Annotated[str, _name_in(VERIFIERS, "verifier")]
-ProposerName = Annotated[str, _name_in(PROPOSERS, "proposer")]
-
-
-# Set by `polarcatalog.app.audit` while a stage records which params it reads; None otherwise, so that a normal
-# run pays one `is None` check per attribute read of a section.
-on_field_read: Callable[[type[BaseModel], str], None] | None = None
 
 
 class _Section(BaseModel):
     # extra="forbid": a typo in params.yaml must not be silently ignored. strict: a value of the wrong type is refused,
     # not coerced (`k: true` is not 1, `r: '100'` is not 100, `content_box: 'yes'` is not true); an int is a float.
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    def __getattribute__(self, name: str) -> Any:
-        """Reports each read of a field (`params.retrieval.lam`) to `on_field_read`, when set. Whole-section reads
-        (`model_dump`, `==`) do not pass through here: the audit can under-count what a stage reads, never over-count."""
-        if on_field_read is not None and name in type(self).model_fields:
-            on_field_read(type(self), name)
-        return super().__getattribute__(name)
 
 
 class Dataset(_Section):
@@ -212,12 +199,10 @@ class Graph(_Section):
     probe_folds: int = Field(2, ge=2, le=20)
     probe_c: float = Field(1.0, gt=0.0)
     probe_dim: int | None = Field(256, ge=2)
-    proposer: ProposerName = "top_n"
-    proposer_n: int = Field(12, ge=1)
+    proposer: CoverageSpec = ProposerSpec("top_n", 12)
     kappa: float = Field(0.5, ge=0.0)
     templates: int = Field(3, ge=1, le=3)
     constraint: StrengthSpec = Strength("hard")
-    adaptive_max_penalty: float = Field(1.0, gt=0.0)
     adaptive_temperature: float = Field(0.02, gt=0.0)
     critical_completion: bool = True
     constraint_k: int = Field(3, ge=1)
@@ -229,15 +214,6 @@ class Graph(_Section):
         if self.verifier == "vlm" and not self.vlm_model:
             raise ValueError("verifier 'vlm' needs vlm_model (a hub id or a local Qwen2-VL-class folder)")
         return self
-
-    @property
-    def proposer_spec(self) -> ProposerSpec:
-        """graph.proposer + graph.proposer_n as one spec (`all` has no budget)."""
-        return ProposerSpec(self.proposer, None if self.proposer == "all" else self.proposer_n)
-
-    def strength(self, spec: Strength | None = None) -> Strength:
-        """`spec` (default graph.constraint) with the adaptive p_max bound to graph.adaptive_max_penalty."""
-        return (spec or self.constraint).with_adaptive_max(self.adaptive_max_penalty)
 
     @model_validator(mode="after")
     def _pool_holds_context(self) -> "Graph":
@@ -405,7 +381,7 @@ class Params(_Section):
 
     @model_validator(mode="after")
     def _local_views_embedded(self) -> "Params":
-        users = (["graph.proposer"] if self.graph.proposer == "global_local" else []) + \
+        users = (["graph.proposer"] if self.graph.proposer.strategy == "global_local" else []) + \
             [f"ablations.coverage ({c})" for c in self.ablations.coverage if c.strategy == "global_local"]
         if users and self.encoders.local_grid == 0:
             raise ValueError(f"{', '.join(users)} propose from local views but encoders.local_grid is 0; "

@@ -26,7 +26,7 @@ def write_csv(df: "pd.DataFrame", path: str | Path) -> Path:
 
 def read_table(path: str | Path) -> pd.DataFrame:
     """A parquet table a stage reads. Opened by Python's `open`, not by pyarrow's C++ filesystem, so that the read
-    shows up as an `open` audit event, which the read audit (`polarcatalog.app.audit`) records."""
+    shows up as an `open` audit event, which the read audit (`tests/read_audit.py`) records."""
     import pandas as pd  # heavy: keep `import polarcatalog.io` light
 
     with open(path, "rb") as f:

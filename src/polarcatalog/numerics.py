@@ -10,8 +10,9 @@ Two things change floating-point results between machines of one kind, both meas
   differently. `OPENBLAS_CORETYPE=Haswell` (AVX2, present on every x86-64 server since 2013) is the same everywhere.
 
 These are environment variables read when the libraries load: `polarcatalog run-notebook` sets them for every stage's
-kernel (`stage_env`, always), and importing `polarcatalog` sets any that are unset (`pin_process`), which covers the
-CLI. GPU runs are not covered: CUDA kernels have their own nondeterminism, and the GPU profile's reports say so.
+kernel (`stage_env`, always), and the `polarcatalog` command sets any that are unset (`pin_process`, in `cli.main()`),
+which covers the CLI; the tests and benchmarks call `pin_process` first too. GPU runs are not covered: CUDA kernels
+have their own nondeterminism, and the GPU profile's reports say so.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def stage_env(env: Mapping[str, str]) -> dict[str, str]:
 
 def pin_process(env: MutableMapping[str, str] = os.environ) -> None:
     """Set the pins this process's environment lacks (a user's explicit setting wins outside the stages). Effective
-    only before numpy is first imported, which is why the package's `__init__` calls it."""
+    only before numpy is first imported, which is why each entry point calls it first."""
     for key, value in pins().items():
         env.setdefault(key, value)
 

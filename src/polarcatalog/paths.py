@@ -23,6 +23,7 @@ INTERIM = Path("data/interim")
 PROCESSED = Path("data/processed")
 REPORTS = Path("reports")
 FIGURES = REPORTS / "figures"
+HEADLINES = REPORTS / "metrics"  # each stage's headline numbers: its DVC `metrics:` file (`dvc exp show`)
 PLOTS = REPORTS / "plots"  # the data behind each figure: committed, declared as DVC plots (`dvc plots diff`)
 FEATURES = Path("data/features")
 FEATURE_CACHE = Path("data/cache/features")

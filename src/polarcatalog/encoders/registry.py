@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal, overload
 
-from polarcatalog.encoders.base import ImageEncoder, TextEncoder
+from polarcatalog.encoders.encoder_types import ImageEncoder, TextEncoder
 
 Role = Literal["image", "text"]
 PACKAGED_IMAGE = ("efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2")

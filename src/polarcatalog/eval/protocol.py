@@ -85,3 +85,14 @@ def diff_text(iv: Interval, scale: float = 100.0, digits: int = 1) -> str:
     """`+1.3 [0.2, 2.4] *`: the star only where the CI excludes 0 (otherwise the difference is noise at this level)."""
     return (f"{scale * iv.value:+.{digits}f} [{scale * iv.ci_low:+.{digits}f}, {scale * iv.ci_high:+.{digits}f}]"
             + (" *" if iv.excludes_zero() else ""))
+
+
+def headline_value(record: dict[str, Any]) -> float:
+    """A detail record's value as a stage's headline metric (`dvc exp show`): flat and rounded to 4 decimals."""
+    return round(float(record["value"]), 4)
+
+
+def headline_with_ci(name: str, record: dict[str, Any]) -> dict[str, float]:
+    """`name`, `name lo`, `name hi`: a headline metric with its CI bounds."""
+    return {name: headline_value(record), f"{name} lo": round(float(record["ci_low"]), 4),
+            f"{name} hi": round(float(record["ci_high"]), 4)}

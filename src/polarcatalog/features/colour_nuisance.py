@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from polarcatalog.data.images import BadImageError
-from polarcatalog.encoders.base import ImageEncoder
+from polarcatalog.encoders.encoder_types import ImageEncoder
 from polarcatalog.encoders.preprocess import Preprocess
 from polarcatalog.features.encode import encode_image_views
 from polarcatalog.vectors import l2_normalise

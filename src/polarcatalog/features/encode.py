@@ -12,7 +12,7 @@ from PIL import Image
 
 from polarcatalog.data.images import BadImageError, Quarantine, blank_reason, load_rgb
 from polarcatalog.encoders import ImageEncoder, TextEncoder
-from polarcatalog.encoders.base import PreparingEncoder
+from polarcatalog.encoders.encoder_types import PreparingEncoder
 from polarcatalog.encoders.preprocess import Preprocess, derive
 from polarcatalog.features.cache import FeatureCache, item_key, text_sha
 from polarcatalog.io import sha256_file

@@ -5,8 +5,11 @@ deterministic order, serialised as the reader's context. With no reader model, t
 from __future__ import annotations
 
 from itertools import chain, islice
+from typing import Callable
 
 import pandas as pd
+
+from polarcatalog.kg.triples import entity_id
 
 MAX_FACTS = 8
 
@@ -24,3 +27,10 @@ def facts_by_species(triples: pd.DataFrame, names: dict[str, str]) -> dict[str, 
 def candidate_facts(facts: dict[str, list[str]], candidates: list[str], limit: int = MAX_FACTS) -> list[str]:
     """The facts of the candidates, in the candidates' (retrieval) order, at most `limit`."""
     return list(islice(chain.from_iterable(facts.get(c, []) for c in candidates), limit))
+
+
+def reader_facts(triples: pd.DataFrame, species: pd.DataFrame) -> Callable[[list[int]], list[str]]:
+    """+KG for the reader: species ids (retrieval order) -> at most eight facts about them."""
+    names = {entity_id("species", int(s)): n for s, n in zip(species["species_id"], species["name"])}
+    by_species = facts_by_species(triples, names)
+    return lambda ids: candidate_facts(by_species, [entity_id("species", int(s)) for s in ids])

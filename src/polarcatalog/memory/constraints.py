@@ -42,34 +42,43 @@ def ambiguity(s: np.ndarray, temperature: float = 0.02, top: int = 10) -> np.nda
     return np.where(n > 1, h / np.log(np.maximum(n, 2)), 0.0)
 
 
+ADAPTIVE_MAX = 1.0  # p_max of a bare `adaptive`
+
+
 @dataclass(frozen=True)
 class Strength:
-    """A constraint strength, parsed once from its spec: `none`, `hard`, `soft:<p>` (p >= 0) or `adaptive` (the
-    penalty p_max comes from graph.adaptive_max_penalty: `with_adaptive_max`)."""
+    """A constraint strength, parsed once from its spec: `none`, `hard`, `soft:<p>` (p >= 0) or `adaptive:<p_max>`
+    (p_max > 0; a bare `adaptive` is `adaptive:1`, the largest penalty the ambiguity can scale to)."""
 
     mode: Literal["none", "soft", "adaptive", "hard"]
-    penalty: float | None = None  # soft: p; adaptive: p_max once bound
+    penalty: float | None = None  # soft: p; adaptive: p_max
+
+    def __post_init__(self) -> None:
+        if (self.mode in ("soft", "adaptive")) != (self.penalty is not None):
+            raise ValueError(f"constraint strength {self.mode!r} {'needs' if self.penalty is None else 'takes no'} a penalty "
+                             "(soft: p, adaptive: p_max)")
 
     @classmethod
     def parse(cls, spec: "str | Strength") -> "Strength":
         if isinstance(spec, Strength):
             return spec
-        if spec in ("none", "hard", "adaptive"):
+        if spec in ("none", "hard"):
             return cls(spec)
-        if isinstance(spec, str) and spec.startswith("soft:"):
+        if spec == "adaptive":
+            return cls("adaptive", ADAPTIVE_MAX)
+        mode, colon, value = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+        if colon and mode in ("soft", "adaptive"):
             try:
-                p = float(spec.removeprefix("soft:"))
+                p = float(value)
             except ValueError:
                 p = math.nan
-            if math.isfinite(p) and p >= 0:
-                return cls("soft", p)
-        raise ValueError(f"constraint strength {spec!r}; allowed: none, hard, adaptive, soft:<penalty >= 0> (e.g. soft:0.05)")
-
-    def with_adaptive_max(self, p_max: float) -> "Strength":
-        return Strength("adaptive", p_max) if self.mode == "adaptive" else self
+            if math.isfinite(p) and (p >= 0 if mode == "soft" else p > 0):
+                return cls(mode, p)  # type: ignore[arg-type]
+        raise ValueError(f"constraint strength {spec!r}; allowed: none, hard, adaptive:<p_max > 0>, soft:<penalty >= 0> "
+                         "(e.g. soft:0.05)")
 
     def __str__(self) -> str:
-        return f"soft:{self.penalty:g}" if self.mode == "soft" else self.mode
+        return f"{self.mode}:{self.penalty:g}" if self.mode in ("soft", "adaptive") else self.mode
 
     def label(self) -> str:
         """How tables name it: `soft (p=0.03)`, `adaptive (p_max=1)`, `hard`."""
@@ -99,8 +108,6 @@ def sort_keys(states: np.ndarray, s: np.ndarray, strength: Strength, temperature
     if strength.mode == "soft":
         return (np.where(pad, -np.inf, base + strength.penalty * states),)
     if strength.mode == "adaptive":
-        if strength.penalty is None:
-            raise ValueError("adaptive strength without p_max: use Strength.with_adaptive_max(graph.adaptive_max_penalty)")
         p = strength.penalty * ambiguity(s, temperature)[:, None]
         return (np.where(pad, -np.inf, base + p * states),)
     raise ValueError(strength.mode)

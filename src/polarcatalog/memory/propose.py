@@ -1,6 +1,6 @@
 """Candidate concept proposal C_prop per image (PolarMem §3 and Table 2): which concepts get verified at all.
 
-Coverage = strategy and budget N, written `top_n:6` (params `graph.proposer` + `graph.proposer_n`; the axis
+Coverage = strategy and budget N, written `top_n:6` (params `graph.proposer`; the axis
 `ablations.coverage`), parsed once into a `ProposerSpec`; `create_proposer` turns it into a `Proposer`.
 Every budgeted strategy proposes exactly N concepts per image, so Proposal Recall@K compares strategies at equal K:
 - `top_n`: the N concepts the verifier rates highest on the global image (the paper's single-prompt proposer);

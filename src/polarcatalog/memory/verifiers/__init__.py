@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from polarcatalog.memory.verifiers.base import Scores, Verifier, load_scores, save_scores
+from polarcatalog.memory.verifiers.verifier_types import Scores, Verifier, load_scores, save_scores
 from polarcatalog.memory.verifiers.probe import ProbeVerifier
 from polarcatalog.memory.verifiers.vlm import VLMVerifier
 from polarcatalog.memory.verifiers.zero_shot import ZeroShotVerifier

@@ -8,7 +8,7 @@ import numpy as np
 
 from polarcatalog.eval.splits import species_folds
 from polarcatalog.memory.inputs import GraphInputs
-from polarcatalog.memory.verifiers.base import Scores
+from polarcatalog.memory.verifiers.verifier_types import Scores
 from polarcatalog.progress import progress
 
 

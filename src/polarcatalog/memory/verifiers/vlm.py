@@ -12,7 +12,7 @@ from polarcatalog.data.images import load_rgb
 from polarcatalog.data.regions import content_box, grid_cell
 from polarcatalog.device import resolve_device
 from polarcatalog.memory.inputs import GraphInputs
-from polarcatalog.memory.verifiers.base import Scores
+from polarcatalog.memory.verifiers.verifier_types import Scores
 from polarcatalog.progress import progress
 
 TEMPLATES = (

@@ -16,7 +16,7 @@ import numpy as np
 from polarcatalog.encoders import EncoderSpec, create_encoder, has_text_tower, parse_encoder
 from polarcatalog.features.encode import encode_texts
 from polarcatalog.memory.inputs import GraphInputs
-from polarcatalog.memory.verifiers.base import Scores
+from polarcatalog.memory.verifiers.verifier_types import Scores
 from polarcatalog.paths import FEATURE_CACHE
 
 ZERO_SHOT_TEMPLATES = (  # (with the concept, the neutral "No" side: the same sentence without it)

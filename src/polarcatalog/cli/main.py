@@ -1,0 +1,156 @@
+"""`polarcatalog` command line. Stages run through `dvc repro`; the CLI is for checks and ad-hoc use."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from polarcatalog import __version__
+from polarcatalog.runner import profiles
+from polarcatalog.folder_eval import evaluate_folder
+from polarcatalog.config import ParamsError, load_params, parse_override
+from polarcatalog.features.cache import CacheError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+
+
+@app.command("check-params")
+def check_params(
+    params: Path = typer.Option(Path("params.yaml"), help="params file to validate"),
+    stamp: Optional[Path] = typer.Option(None, help="on success write this file (always the same bytes) instead of "
+                                         "printing: the `check` stage's output, which every other stage depends on"),
+    profile: Optional[str] = typer.Option(None, help=f"validate params.yaml with a profile's overlay: {', '.join(profiles.PROFILES)}"),
+) -> None:
+    """Validate a params file; print the resolved params as JSON, or each bad key and exit 2."""
+    try:
+        p = profiles.resolve(profile, params.parent)[0] if profile else load_params(params)
+    except ParamsError as err:
+        typer.echo(str(err), err=True)
+        raise typer.Exit(2) from None
+    if stamp is None:
+        typer.echo(json.dumps(p.model_dump(mode="json"), indent=2))
+        return
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text("params.yaml validated\n")
+
+
+@app.command()
+def profile(
+    name: str = typer.Argument(..., help=f"one of: {', '.join(profiles.PROFILES)}"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the DVC command instead of running it"),
+) -> None:
+    """Run a profile (what `make repro PROFILE=<name>` calls): validate params.yaml with the profile's overlay
+    (params.<name>.yaml) before any compute, then `dvc repro` or `dvc exp run -S ...` of its pipeline."""
+    try:
+        cmd = profiles.command(name)
+    except ParamsError as err:
+        typer.echo(str(err), err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"profile {name}: {profiles.get(name).about}\n$ " + " ".join(_quoted(a) for a in cmd))
+    if not dry_run:
+        os.execvp(cmd[0], cmd)  # the DVC process takes over this one: its progress and exit code are the user's
+
+
+def _quoted(arg: str) -> str:
+    return shlex.quote(arg)
+
+
+@app.command()
+def evaluate(
+    queries: Path = typer.Option(..., "--queries", help="folder of query images (species sub-folders = labels)"),
+    labels: Optional[Path] = typer.Option(None, "--labels", help="CSV with columns image,species_id (image relative to --queries)"),
+    params: Path = typer.Option(Path("params.yaml"), help="params file (retrieval and encoders sections are used)"),
+    set_: list[str] = typer.Option([], "--set", help="override a param, e.g. --set retrieval.lam=0.5 (repeatable)"),
+    out: Optional[Path] = typer.Option(None, help="folder for predictions.csv and metrics.json (default reports/evaluate/<folder name>)"),
+    show: int = typer.Option(5, help="species printed per query"),
+    where: Optional[str] = typer.Option(None, "--where", help="a constraint in words, e.g. 'a yellow Pokémon that is not an "
+                                        "electric type': candidates re-ordered by the polarized memory (needs the graph stage)"),
+    strength: Optional[str] = typer.Option(None, help="constraint strength for --where: none | soft:<p> | adaptive | hard "
+                                           "(overrides graph.constraint)"),
+    kgret: Optional[int] = typer.Option(None, "--kgret", min=0, max=50, help="B: the kg stage's experiment on this folder, "
+                                        "the first-stage top-k plus up to B species bridged by the knowledge graph "
+                                        "(needs `dvc repro kg`), with the budget-matched top-(k+B) beside it"),
+    anchor_scale: str = typer.Option("auto", "--anchor-scale", help="scale the catalog anchors are seen at: auto (this "
+                                     "folder's median subject size, measured without labels; anchors re-encoded once, then "
+                                     "cached) | catalog (the embed stage's) | a size in px"),
+) -> None:
+    """Run the configured retriever on your own query images against the whole catalog and score it."""
+    try:
+        overrides = dict(parse_override(item) for item in set_)
+        if strength is not None:  # parsed and checked with the params, before any encoding
+            overrides["graph.constraint"] = strength
+        p = load_params(params, overrides)
+        if anchor_scale not in ("auto", "catalog") and not (anchor_scale.isdigit() and 8 <= int(anchor_scale) <= 4096):
+            raise ValueError(f"--anchor-scale {anchor_scale!r}: use auto, catalog or a size in px (8-4096)")
+    except ValueError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    root = params.resolve().parent
+    out = out or root / "reports" / "evaluate" / queries.resolve().name
+    try:
+        scale = int(anchor_scale) if anchor_scale.isdigit() else anchor_scale
+        result = evaluate_folder(p, root, queries, labels, out, where, scale, kgret)
+    except (FileNotFoundError, ValueError, CacheError) as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(result.render(show))
+    typer.echo(f"wrote {out / 'predictions.csv'} and {out / 'metrics.json'}")
+
+
+@app.command("run-notebook")
+def run_notebook_command(
+    notebook: Path = typer.Argument(..., help="the stage notebook, e.g. notebooks/01_curate.ipynb"),
+    output: Path = typer.Argument(..., help="where the executed copy goes, e.g. reports/notebooks/01_curate.ipynb"),
+    parameter: list[str] = typer.Option([], "-p", "--parameter", help="NAME=VALUE for the parameters cell (repeatable), "
+                                        "e.g. -p axis=lam"),
+) -> None:
+    """Execute a stage notebook with papermill (what every dvc.yaml stage runs); params come from params.yaml."""
+    from polarcatalog.runner.run_notebook import run_notebook  # heavy: papermill and Jupyter's client, for this command only
+
+    try:
+        parameters = dict(item.split("=", 1) for item in parameter)
+    except ValueError:
+        typer.echo(f"error: -p takes NAME=VALUE, got {parameter}", err=True)
+        raise typer.Exit(2) from None
+    run_notebook(notebook, output, parameters)
+
+
+@app.command()
+def ui(
+    port: int = typer.Option(5000),
+    host: str = typer.Option("127.0.0.1", help="interface to listen on"),
+    params: Path = typer.Option(Path("params.yaml"), help="params file (tracking.experiment, tracking.uri)"),
+) -> None:
+    """MLflow UI on the project's store; prints the URL of the experiment's runs list (MLflow 3 otherwise opens an
+    experiment on its GenAI overview). With a tracking server configured, prints that server's runs URL instead."""
+    import mlflow  # heavy: mlflow, for this command only
+
+    from polarcatalog.runner.tracking import mlflow_bin, tracking_uri  # heavy: mlflow and nbconvert
+
+    p = load_params(params)
+    uri = tracking_uri(params.resolve().parent, p.tracking.uri)
+    mlflow.set_tracking_uri(uri)
+    experiment = mlflow.MlflowClient().get_experiment_by_name(p.tracking.experiment)
+    base = uri.rstrip("/") if uri.startswith("http") else f"http://{host}:{port}"
+    runs = f"{base}/#/experiments/{experiment.experiment_id}/runs" if experiment else f"{base}/ (no runs yet: `make repro`)"
+    typer.echo(f"MLflow runs of '{p.tracking.experiment}': {runs}", err=True)
+    if uri.startswith("http"):
+        return
+    binary = mlflow_bin()
+    os.environ["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"  # no background job runner for a local viewer
+    os.execv(binary, [binary, "ui", "--backend-store-uri", uri, "--host", host, "--port", str(port), "--workers", "1"])
+
+
+@app.command()
+def version() -> None:
+    """Print the package version."""
+    typer.echo(__version__)
+
+
+if __name__ == "__main__":
+    app()

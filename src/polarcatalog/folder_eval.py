@@ -1,0 +1,312 @@
+"""`polarcatalog evaluate`: the configured retriever on a folder of new query images, scored if labelled; with
+`--where "a yellow Pokémon that is not an electric type"` the candidates are re-ordered by the polarized memory
+(PolarMem, the graph stage's output) under the configured constraint strength. It orchestrates every layer
+(features, retrieval, memory) with the same library and params-wiring calls as the pipeline's stages."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from polarcatalog.config import Params
+from polarcatalog.data.images import Quarantine
+from polarcatalog.data.query_folder import QueryFolder, listed, read_query_folder
+from polarcatalog.encoders import create_encoder
+from polarcatalog.eval.metrics import gold_ranks, summarize
+from polarcatalog.encoders.preprocess import Preprocess
+from polarcatalog.features.embedding import AnchorScale, choose_anchor_scale, encode_anchor_views
+from polarcatalog.features.encode import encode_image_views
+from polarcatalog.features.workspace import Workspace, average_flips, load_workspace
+from polarcatalog.from_params import domain_for, memory_proposer, query_view
+from polarcatalog.kg import bridge
+from polarcatalog.kg.completeness import answer_order
+from polarcatalog.kg.knowledge_graph import species_links
+from polarcatalog.kg.triples import read_triples
+from polarcatalog.memory.constraints import conflict_at_k, reorder, sort_keys
+from polarcatalog.memory.memories import Memory
+from polarcatalog.memory.memories import states as memory_states
+from polarcatalog.memory.polar_graph import species_memory
+from polarcatalog.memory.inputs import GraphInputs, graph_inputs
+from polarcatalog.memory.query_parser import parse_text
+from polarcatalog.memory.verifiers import load_scores
+from polarcatalog.retrieval.query_side import QuerySide, catalog_for, full_depth_candidates, query_side, retriever, score_matrices
+from polarcatalog.retrieval.vrrag import query_encoders
+
+
+STATE_MARK = {-1: " [conflict]", 0: "", 1: " [has]"}
+
+
+@dataclass
+class Constraint:
+    text: str
+    q_pos: list[str]
+    q_neg: list[str]
+    strength: str
+
+
+@dataclass
+class EvaluateResult:
+    predictions: pd.DataFrame
+    metrics: dict | None
+    quarantined: list[dict]
+    constraint: Constraint | None = None
+    anchor_scale: AnchorScale | None = None
+    folder: QueryFolder | None = None
+
+    def render(self, show: int = 5) -> str:
+        lines = [self.anchor_scale.describe()] if self.anchor_scale else []
+        centring = (self.metrics or {}).get("query_centring")
+        if centring and centring.get("note"):
+            lines.append(centring["note"])
+        if self.constraint:
+            c = self.constraint
+            lines.append(f"constraint {c.text!r}: has {c.q_pos or '-'}, not_has {c.q_neg or '-'} ({c.strength}; "
+                         "[has] = the memory entails it, [conflict] = the memory contradicts it)")
+        for row in self.predictions.itertuples():
+            gold = f" (gold: {row.gold_name}, rank {row.gold_rank:g})" if isinstance(row.gold_name, str) else ""
+            named = ", ".join(n + STATE_MARK[m] for n, m in zip(row.predicted_names[:show], row.states))  # states 0 unconstrained
+            lines.append(f"{row.query_id}: {named}{gold}")
+        if self.quarantined:
+            lines.append(f"{len(self.quarantined)} image(s) quarantined (unreadable or blank; copies in the output's "
+                         "quarantine/): " + "; ".join(f"{q['path']}: {q['reason']}" for q in self.quarantined))
+        lines += self.folder.notes() if self.folder else []
+        kg = (self.metrics or {}).get("kgret")
+        if kg:
+            matched = next(k for k in kg if k.startswith("budget-matched"))
+            lines.append(f"+KGret (B = {kg['B']}): {kg['species added per query']:.2f} species added per query by the "
+                         "knowledge graph; evidence set = first-stage top-k + bridged, ordered by the re-ranker"
+                         + (f"; completeness {kg['completeness (labelled)']:.3f} vs {matched.removesuffix(' (labelled)')} "
+                            f"{kg[matched]:.3f} over {kg['labelled']} labelled queries" if kg["labelled"] else ""))
+        if self.constraint and self.metrics:
+            c = self.metrics["constraint"]
+            conflict = next(key for key in c if key.startswith("Conflict@"))
+            lines.append(f"constraint: {conflict} {c[conflict]:.3f}, gold contradicted by the memory {c['gold contradicted by the memory']}")
+        if self.metrics and self.metrics.get("labelled"):
+            m = self.metrics["labelled"]
+            lines.append(f"\n{m['n']} labelled queries: mRR@1 {m['mRR@1']:.3f}  mRR@5 {m['mRR@5']:.3f}  mRR@10 {m['mRR@10']:.3f}  "
+                         f"R@10 {m['R@10']:.3f}  acc@1 {m['acc@1']:.3f}")
+            if self.metrics["unknown_labels"]:
+                names = self.metrics["unknown_label_names"]
+                lines.append(f"{self.metrics['unknown_labels']} image(s) with a label that names no catalog species (not "
+                             f"scored): {listed(names)}; a label is a species id or name (any case; spaces, _ or - "
+                             "alike; `mr-mime` = Mr. Mime)")
+        return "\n".join(lines)
+
+
+@dataclass
+class _Memory:
+    """A `--where` constraint resolved against the polarized memory: concept indices and the configured memory."""
+
+    constraint: Constraint
+    inputs: GraphInputs
+    memory: Memory
+    q_pos: list[int]
+    q_neg: list[int]
+
+
+def _memory_for(ws: Workspace, params: Params, root: Path, where: str) -> _Memory:
+    """Parse the constraint and build the configured memory (graph.* with `--strength` as graph.constraint); runs
+    before any query is encoded, so a constraint naming no concept or a missing graph stage fails first."""
+    gp = params.graph
+    inputs = graph_inputs(ws, domain_for(params))
+    parsed = parse_text(where, inputs.vocab)
+    if not (parsed.q_pos or parsed.q_neg):
+        examples = ", ".join(c.name for c in inputs.vocab[::6])
+        raise ValueError(f"--where {where!r} names no concept of the vocabulary (e.g. {examples}); "
+                         "phrase it like 'a yellow Pokémon that is not an electric type'")
+    scores = load_scores(root / "data/processed/graph/scores.npz", inputs.vocab)
+    memory = species_memory(inputs, ws.anchors["candidate_id"].tolist(), scores, memory_proposer(params, inputs),
+                            gp.kappa, gp.critical_completion)
+    index = {c.id: j for j, c in enumerate(inputs.vocab)}
+    constraint = Constraint(where, list(parsed.q_pos), list(parsed.q_neg), gp.constraint.label())
+    return _Memory(constraint, inputs, memory, [index[c] for c in parsed.q_pos], [index[c] for c in parsed.q_neg])
+
+
+def _constrain(memory: _Memory, params: Params, species: np.ndarray, s: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+    """Re-order each query's VR-RAG species list by the memory's logic state against the constraint; also the order's
+    keys in the new order (what pessimistic ties compare)."""
+    cand = memory.inputs.species_index(species)
+    states = memory_states(memory.memory, cand, [memory.q_pos] * len(cand), [memory.q_neg] * len(cand))
+    s = np.where(cand >= 0, s, -np.inf)
+    strength, temperature = params.graph.constraint, params.graph.adaptive_temperature
+    order = reorder(states, s, strength, temperature)
+    take = lambda a: np.take_along_axis(a, order, 1)  # noqa: E731
+    return take(species), take(s), take(states), tuple(take(k) for k in sort_keys(states, s, strength, temperature))
+
+
+def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | None, out: Path,
+                    where: str | None = None, anchor_scale: str | int = "auto", kgret: int | None = None) -> EvaluateResult:
+    """`where`: a constraint in words (needs the graph stage's output), applied under graph.constraint.
+    `anchor_scale`: auto (the folder's own subject size, measured label-free over the folder: transductive) | catalog
+    (the embed stage's anchors) | pixels. Anchors at a new scale are encoded once into the feature cache.
+    `kgret`: B, the kg stage's experiment on this folder: the first-stage top-k plus up to B species bridged by the
+    knowledge graph, ordered by the re-ranker (the kg stage's answerer), with the budget-matched top-(k+B) beside it."""
+    ws = load_workspace(root / "data/features", root / "data/processed")
+    rp = params.retrieval
+    needed = query_encoders(rp.ensemble, rp.reranker)
+    missing = [n for n in needed if n not in ws.anchor_f]
+    if missing:
+        raise ValueError(f"the catalog has no features for {missing}; add them to encoders.image and run `dvc repro embed`")
+    listing = read_query_folder(folder, ws.species, labels)
+    q = listing.rows
+    memory = _memory_for(ws, params, root, where) if where else None
+    triples = _kg_for(root, kgret)  # both checked before any image is encoded
+    quarantine = Quarantine(out / "quarantine")
+    cache = root / "data/cache/features"
+    e = params.encoders
+    encoders = {n: create_encoder(e.spec(n), "image", e.device, e.runtime) for n in needed}
+    view = query_view(params)
+    q_views = [view, view.flipped()] if ws.has_flips else [view]
+    feats, ok, stats = {}, np.ones(len(q), bool), {"queries": {}, "anchors": {}}  # feature cache hits / misses
+    for i, (name, enc) in enumerate(encoders.items()):
+        vecs, ok_n = encode_image_views(enc, q["path"].tolist(), cache, q_views, batch_size=params.encoders.batch_size,
+                                        quarantine=quarantine if i == 0 else None, stats=stats["queries"],
+                                        refuse_blank=True)
+        feats[name] = average_flips(*vecs) if len(vecs) == 2 else vecs[0]  # the pipeline's rule for its own queries
+        ok &= ok_n
+    q = q[ok].reset_index(drop=True)
+    feats = {n: f[ok] for n, f in feats.items()}
+    scale = choose_anchor_scale(anchor_scale, q["path"].tolist(), ws.manifest.get("anchor_scale"), params.dataset.seed,
+                                params.encoders.anchor_scale_ratio) \
+        if len(q) else AnchorScale("catalog", ws.manifest.get("anchor_scale"), ws.manifest.get("anchor_scale"))
+    if scale.adapted:
+        anchor_view = Preprocess(params.encoders.content_box, scale.used)
+        ws = ws.with_anchor_views(encode_anchor_views(encoders, [str(root / p) for p in ws.anchors["path"]], cache,
+                                                      anchor_view, ws.has_flips, params.encoders.batch_size, stats["anchors"]))
+    catalog = catalog_for(ws, rp)
+    vr = retriever(catalog, rp)
+    side = query_side(feats, catalog, rp, ws)
+    centring = _centring(rp, len(q), side.by)
+    bridged = None
+    if triples is None:
+        ranking = vr.rank(side.candidates(vr), rp.lam, max(rp.r, 10))
+        species, s = ranking.species_ids, ranking.s
+    else:
+        species, s, bridged = _kgret(vr, side, triples, params, kgret)
+    states, constraint, keys = np.zeros(species.shape, np.int8), None, (s,)
+    if memory is not None:
+        species, s, states, keys = _constrain(memory, params, species, s)
+        constraint = memory.constraint
+    names = ws.species.set_index("species_id")["name"]
+    gold = q["species_id"].fillna(-1).astype(int).to_numpy()
+    ranks = gold_ranks(species, gold, keys)  # pessimistic ties, like every metric of the pipeline
+    top = max(rp.k, 10)
+    pred = pd.DataFrame({
+        "query_id": q["query_id"],
+        "label": q["label"],
+        "gold_species_id": q["species_id"],
+        "gold_name": q["species_id"].map(names),
+        "gold_rank": np.where(gold >= 0, ranks, np.nan),
+        # the first max(k, 10) candidates; padding (a catalog smaller than the list) dropped
+        "predicted_ids": [r[: top][r[: top] >= 0].tolist() for r in species],
+        "predicted_names": [[names.get(x, "?") for x in r[: top] if x >= 0] for r in species],
+        "s": [r[: top][sp[: top] >= 0].round(4).tolist() for r, sp in zip(s, species)],
+        "states": [r[: top][sp[: top] >= 0].tolist() for r, sp in zip(states, species)],  # memory: 1 has, -1 conflict, 0 unknown
+    })
+    labelled = gold >= 0
+    metrics = None
+    if q["label"].notna().any():
+        unknown = q["label"].notna() & ~labelled
+        metrics = {"labelled": summarize(ranks[labelled]), "anchor_scale": asdict(scale), "feature_cache": stats,
+                   "unknown_labels": int(unknown.sum()), "unknown_label_names": sorted(set(q.loc[unknown, "label"])),
+                   "unlabelled": int(q["label"].isna().sum()), "quarantined": len(quarantine.rows),
+                   "retrieval": rp.model_dump(mode="json"), "catalog_species": int(len(ws.species))}
+
+    if constraint:
+        k = rp.k
+        in_order = np.broadcast_to(np.arange(species.shape[1]), species.shape)  # lists are already re-ordered
+        conflict = conflict_at_k(states == -1, in_order, species >= 0, k)
+        found = labelled & (ranks <= species.shape[1])
+        position = (species == gold[:, None]).argmax(1)  # where the gold sits (its rank may be pessimistic)
+        gold_state = states[np.flatnonzero(found), position[found]]
+        metrics = metrics or _unlabelled(q, scale, stats)
+        metrics["constraint"] = {"text": constraint.text, "has": constraint.q_pos, "not_has": constraint.q_neg,
+                                 "strength": constraint.strength, f"Conflict@{k} (memory)": conflict if len(q) else None,
+                                 "gold contradicted by the memory": int((gold_state == -1).sum())}
+    if bridged is not None:  # which of the listed species the knowledge graph added (the rest: the first-stage top-k)
+        pred["bridged_names"] = [[names.get(x, "?") for x in row] for row in bridged.added_ids]
+    out.mkdir(parents=True, exist_ok=True)
+    pred.to_csv(out / "predictions.csv", index=False)
+    metrics = metrics or _unlabelled(q, scale, stats)
+    metrics["folder"] = listing.report() | {"quarantined": quarantine.rows}
+    if bridged is not None:
+        metrics["kgret"] = bridged.summary(q["species_id"].fillna(-1).astype(int).to_numpy())
+    metrics["query_centring"] = centring
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
+    return EvaluateResult(pred, metrics, quarantine.rows, constraint, scale, listing)
+
+
+def _kg_for(root: Path, budget: int | None) -> pd.DataFrame | None:
+    if budget is None:
+        return None
+    path = root / "data/processed/kg/triples.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"--kgret needs the knowledge graph, {path}: run `dvc repro kg` first")
+    return read_triples(path)
+
+
+@dataclass
+class _Bridged:
+    """+KGret on a user's folder: the evidence sets (catalog species ids) beside the budget-matched control's."""
+
+    final: np.ndarray  # [Q, k+B] the first-stage top-k, then the bridged species (-1 padding)
+    matched: np.ndarray  # [Q, k+B] the first-stage top-(k+B)
+    k: int
+    budget: int
+
+    @property
+    def added_ids(self) -> list[list[int]]:
+        return [[int(x) for x in row[self.k:] if x >= 0] for row in self.final]
+
+    def summary(self, gold: np.ndarray) -> dict[str, Any]:
+        labelled = gold >= 0
+        inside = lambda sets: float((sets[labelled] == gold[labelled, None]).any(1).mean()) if labelled.any() else None  # noqa: E731
+        return {"B": self.budget, "species added per query": float((self.final[:, self.k:] >= 0).sum(1).mean()),
+                "completeness (labelled)": inside(self.final), f"budget-matched top-{self.k + self.budget} completeness "
+                "(labelled)": inside(self.matched), "labelled": int(labelled.sum())}
+
+
+def _kgret(vr: Any, side: QuerySide, triples: pd.DataFrame, params: Params, budget: int
+           ) -> tuple[np.ndarray, np.ndarray, _Bridged]:
+    """(species ids in the answerer's order, their scores, the evidence sets): the kg stage's experiment."""
+    rp, kp = params.retrieval, params.kg
+    ids = np.asarray(vr.catalog.species_ids)
+    cands = full_depth_candidates(vr, side)
+    base, answer = score_matrices(cands, len(ids), rp.lam, rp.reranker is not None)
+    links = species_links(triples, ids, kp.links)
+    final = bridge.kgret(base, rp.k, links, budget, kp.hops).candidates
+    ordered, s = answer_order(final, answer)
+    as_ids = lambda idx: np.where(idx >= 0, ids[np.maximum(idx, 0)], -1)  # noqa: E731
+    return as_ids(ordered), s, _Bridged(as_ids(final), as_ids(bridge.budget_matched(base, rp.k, budget)), rp.k, budget)
+
+
+def _centring(rp: Any, n_queries: int, by: str) -> dict[str, Any]:
+    """`by` (`QuerySide.by`) and a note on what it means for these scores. When the configured batch centring fell
+    back (a folder under `retrieval.min_center_batch` images is too small to be its own statistics, so each query is
+    scored on its own by `retrieval.small_batch_centre`), scores differ from a run on a larger folder: the user is told
+    rather than left to wonder."""
+    if by == "none":
+        return {"by": by}
+    how = {"reference": "centred and hubness-corrected by the statistics of the pipeline's dev sprites",
+           "catalog": "centred by the catalog mean", "batch": None}[by]
+    note = None
+    if rp.query_centre == "batch" and by != "batch":
+        other = "catalog" if by == "reference" else "reference"
+        note = (f"{n_queries} image(s) < retrieval.min_center_batch = {rp.min_center_batch}: too few to centre the "
+                f"queries by this folder's own mean, so each one is scored on its own, {how} "
+                f"(retrieval.small_batch_centre: {by}; the `dev-query statistics` and `catalog-mean centring` rows "
+                f"of reports/retrieval.md). For images far from sprites, compare with --set "
+                f"retrieval.small_batch_centre={other}")
+    elif by == "reference":
+        note = f"each query scored on its own, {how} (retrieval.query_centre: reference)"
+    return {"by": by, "note": note}
+
+
+def _unlabelled(q: pd.DataFrame, scale: AnchorScale, stats: dict) -> dict:
+    return {"labelled": None, "queries": len(q), "anchor_scale": asdict(scale), "feature_cache": stats}

@@ -1,0 +1,118 @@
+"""PolarMem's ablation axes on the constrained queries: constraint strength (Fig. 3 / Table 3) and proposer coverage
+(Table 2). Both read one `PolarSetup`: verifier scores and VR-RAG candidates computed once, each value a re-sort
+(strength) or a re-built memory (coverage), never a re-encoding. Both return the protocol's tidy rows (dev / test,
+per query group, with CIs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from polarcatalog.eval.protocol import Protocol, fixed_rows, long_rows
+from polarcatalog.memory import memories
+from polarcatalog.memory.constraints import Strength
+from polarcatalog.memory.constrained import ConstrainedQueries, covered, evaluate_strengths, query_image_concepts
+from polarcatalog.memory.polar_graph import PolarGraph, build_graph
+from polarcatalog.memory.inputs import GraphInputs
+from polarcatalog.memory.memories import Memory, oracle_memory, pad_concepts, random_memory
+from polarcatalog.memory.propose import Proposer, ProposerSpec, create_proposer, proposal_recall
+from polarcatalog.memory.verifiers import Scores
+
+
+@dataclass
+class PolarSetup:
+    """What both axes share: graph inputs, verifier scores, VR-RAG candidates, the constrained query sets and the
+    configured memory."""
+
+    inputs: GraphInputs
+    anchor_ids: list[str]
+    scores: Scores  # verifier scores of catalog images, their local views and query images
+    cand: np.ndarray  # [Q, L] species index of each VR-RAG candidate (-1 = none), in VR-RAG order
+    s: np.ndarray  # [Q, L] fused VR-RAG score
+    target: np.ndarray  # [Q] species index of each query
+    queries: ConstrainedQueries  # primary: Q− from the target's catalog look-alikes
+    secondary: ConstrainedQueries  # Q− from the ranking's look-alikes (labelled, tailored to the ranking)
+    proposer: Proposer  # graph.proposer
+    kappa: float
+    completion: bool  # graph.critical_completion
+    strength: Strength  # graph.constraint
+    k: int  # graph.constraint_k: the Conflict@k context
+    pool: int  # graph.filter_pool: the filter rate's pre-context pool
+    temperature: float  # graph.adaptive_temperature
+    seed: int
+
+    def graph(self, proposer: Proposer) -> PolarGraph:
+        return build_graph(self.inputs.vocab, self.anchor_ids, self.inputs.anchor_species, self.scores.anchor, proposer,
+                           self.kappa, self.scores.anchor_local)
+
+    def controls(self) -> dict[str, Memory]:
+        """The configured memory and its bounds: oracle (edges = ground truth) and random (same density per concept)."""
+        name = "configured" + (" (critical completion)" if self.completion else "")
+        g = self.graph(self.proposer)
+        configured = g.memory(self.inputs.species_ids, self.kappa, self.completion)
+        as_proposed = configured if not self.completion else g.memory(self.inputs.species_ids, self.kappa, False)
+        return {name: configured, "oracle (ground truth)": oracle_memory(self.inputs.truth),
+                "random (same density)": random_memory(as_proposed, self.seed)}
+
+    def evaluate(self, cq: ConstrainedQueries, memory: Memory, strengths: list[Strength], extra=None):
+        return evaluate_strengths(self.cand, self.s, self.target, cq, memory, self.inputs.truth, strengths, self.k,
+                                  self.temperature, self.pool, extra)
+
+    def asked(self, cq: ConstrainedQueries) -> tuple[np.ndarray, np.ndarray]:
+        """(candidates in the pool, concepts) of the constrained queries: the pairs an edge-quality check reads."""
+        return self.cand[cq.rows][:, : self.pool], pad_concepts([p + n for p, n in zip(cq.q_pos, cq.q_neg)])
+
+
+def constraint_axis(setup: PolarSetup, strengths: list[Strength], protocol: Protocol) -> pd.DataFrame:
+    """Rows per (constrained set, memory, strength): the primary and secondary sets, the configured memory beside the
+    oracle and random controls, every strength; then the configured strength with the query image's own verified
+    concepts as extra constraints."""
+    rows = []
+    controls = setup.controls()
+    for set_name, cq in (("primary: catalog look-alikes", setup.queries), ("secondary: ranking look-alikes", setup.secondary)):
+        pq = protocol.take(cq.rows)
+        for mem_name, memory in controls.items():
+            for label, values in setup.evaluate(cq, memory, strengths):
+                rows += long_rows(pq, values, set=set_name, memory=mem_name, strength=label)
+    configured = next(iter(controls))
+    extra = query_image_concepts(setup.scores.query, setup.proposer, setup.kappa)
+    for label, values in setup.evaluate(setup.queries, controls[configured], [setup.strength], extra):
+        rows += long_rows(protocol.take(setup.queries.rows), values, set="primary: catalog look-alikes", memory=configured,
+                          strength=f"{label} + query-image concepts")
+    return pd.DataFrame(rows)
+
+
+def coverage_axis(setup: PolarSetup, specs: list[ProposerSpec], protocol: Protocol) -> pd.DataFrame:
+    """Table 2 layout on the primary constrained set: Proposal Recall@K, score on covered vs missed queries, overall;
+    score = target accuracy@1 under the configured constraint strength, without completion (so that coverage is what
+    varies), plus a final row with critical-concept completion on the configured proposer. Edge quality is measured
+    on the pairs the queries read (pool candidates × constraint concepts)."""
+    inputs, cq = setup.inputs, setup.queries
+    truth_nodes = inputs.truth_rows(inputs.anchor_species)
+    nodes: dict[int, list[int]] = {}
+    for v, row in enumerate(inputs.species_index(inputs.anchor_species)):
+        nodes.setdefault(int(row), []).append(v)
+    configured = ProposerSpec(setup.proposer.strategy, setup.proposer.n)
+    settings = [(str(spec), create_proposer(spec, setup.proposer.seed, inputs.groups), False) for spec in specs]
+    settings.append((f"{configured} + critical completion", setup.proposer, True))
+    pq = protocol.take(cq.rows)
+    cand, concepts = setup.asked(cq)
+    rows = []
+    for label, proposer, completion in settings:
+        g = setup.graph(proposer)
+        memory = g.memory(inputs.species_ids, setup.kappa, completion)
+        (_, values), = setup.evaluate(cq, memory, [setup.strength])
+        hit = values["target mRR@1"]
+        cov = covered(cq, g.proposed, setup.target, nodes)
+        rows += long_rows(pq, {"overall score": hit, "score (covered)": np.where(cov, hit, np.nan),
+                               "score (missed)": np.where(cov, np.nan, hit), "covered queries": cov.astype(np.float64)},
+                          setting=label)
+        eq = memories.edge_quality(memory, cand, concepts, inputs.truth)
+        rows += fixed_rows({"concepts proposed per image": float(g.proposed.sum(1).mean()),
+                            "Proposal Recall@K": proposal_recall(g.proposed, truth_nodes),
+                            "HAS precision": eq["has_precision"], "HAS recall": eq["has_recall"],
+                            "NOT_HAS precision": eq["not_has_precision"], "NOT_HAS recall": eq["not_has_recall"]},
+                           len(g.proposed), setting=label)
+    return pd.DataFrame(rows)

@@ -1,0 +1,119 @@
+"""The configured retrieval over a workspace: the catalog, the VR-RAG retriever and the query-side policy (colour
+projection, centring, CSLS), in one place for the pipeline, the CLI's folder evaluation and the KG experiment.
+
+`rp` is the validated `retrieval` params section (`polarcatalog.config.Retrieval`); this module reads its fields
+and never parses params itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from polarcatalog.eval.metrics import gold_ranks, per_query
+from polarcatalog.features.colour_nuisance import colour_invariant
+from polarcatalog.features.workspace import Workspace
+from polarcatalog.retrieval.vrrag import (VRRAG, Candidates, Catalog, Ranking, batch_statistics, build_catalog, prepare_queries,
+                                          query_encoders)
+
+RetrievalParams = Any  # polarcatalog.config.Retrieval (config sits above the library: not imported here)
+
+
+def retrieval_features(features: dict[str, np.ndarray], ws: Workspace, rp: RetrievalParams) -> dict[str, np.ndarray]:
+    """Image features as the retrieval reads them: the colour nuisance projected out of `retrieval.colour_invariant`'s
+    encoders (the graph's probes keep the colours: colour concepts are among the ones they verify)."""
+    return colour_invariant(features, ws.colour_basis, rp.colour_invariant, rp.colour_invariant_dim)
+
+
+def catalog_for(ws: Workspace, rp: RetrievalParams) -> Catalog:
+    return build_catalog(ws.species["species_id"].to_numpy(), ws.anchors["species_id"].to_numpy(),
+                         ws.chunks["species_id"].to_numpy(), retrieval_features(ws.anchor_f, ws, rp), ws.native_text, ws.bridge_text,
+                         rp.center, rp.bridge_folds, rp.bridge_alpha, rp.seed)
+
+
+def retriever(catalog: Catalog, rp: RetrievalParams) -> VRRAG:
+    return VRRAG(catalog, list(rp.ensemble), rp.chunks, rp.reranker, rp.r, rp.index, rp.ivf_nlist, rp.seed)
+
+
+def run_retrieval(ws: Workspace, catalog: Catalog, rp: RetrievalParams, k: int | None = None) -> tuple[VRRAG, Candidates, Ranking]:
+    """One configuration on the workspace queries; the ranking keeps the full candidate list (k = r)."""
+    vr = retriever(catalog, rp)
+    cands = query_side({n: ws.query_f[n] for n in query_encoders(rp.ensemble, rp.reranker)}, catalog, rp, ws).candidates(vr)
+    return vr, cands, vr.rank(cands, rp.lam, k or rp.r)
+
+
+def query_values(ranking: Ranking, gold: np.ndarray) -> np.ndarray:
+    """Per-query metric values (RANK_METRICS) of a ranking, pessimistic ties on the fused score."""
+    return per_query(gold_ranks(ranking.species_ids, gold, ranking.s))
+
+
+def reference_queries(ws: Workspace) -> dict[str, np.ndarray]:
+    """The pipeline's dev queries: a fixed, label-free sample of the query domain whose statistics (mean, CSLS
+    neighbourhoods) `retrieval.query_centre: reference` lends to queries scored one by one."""
+    dev = ws.queries["split"].to_numpy() == "dev"
+    return {n: f[dev] for n, f in ws.query_f.items()}
+
+
+@dataclass(frozen=True)
+class QuerySide:
+    """Queries ready for `VRRAG.candidates`: centred and normalised, with CSLS's neighbourhood size (None = off) and
+    the prepared queries CSLS reads (None = the queries themselves)."""
+
+    queries: dict[str, np.ndarray]
+    by: str  # what centred them: batch | catalog | reference | none
+    hubness_k: int | None
+    hubness_ref: dict[str, np.ndarray] | None = None
+
+    def candidates(self, vr: VRRAG) -> Candidates:
+        return vr.candidates(self.queries, hubness_k=self.hubness_k, hubness_ref=self.hubness_ref)
+
+
+def query_side(features: dict[str, np.ndarray], catalog: Catalog, rp: RetrievalParams, ws: Workspace) -> QuerySide:
+    """The one place that reads `retrieval.query_centre` and `retrieval.hubness`: by the batch (transductive), by the
+    catalog mean, or by the reference queries (`reference_queries`). A batch under `min_center_batch` (a user's small
+    folder) is too small to be its own statistics: it falls back to `small_batch_centre`, the reference queries or the
+    catalog mean (no CSLS)."""
+    csls = rp.hubness_k if rp.hubness == "csls" else None
+    features = retrieval_features(features, ws, rp)
+    n = len(next(iter(features.values())))
+    by = rp.query_centre
+    if rp.center and by == "batch" and n < rp.min_center_batch:
+        by = rp.small_batch_centre
+    if rp.center and by == "reference":
+        ref = retrieval_features({name: v for name, v in reference_queries(ws).items() if name in features}, ws, rp)
+        prep = lambda f: prepare_queries(f, catalog, rp.center, rp.min_center_batch, "reference", ref)  # noqa: E731
+        return QuerySide(prep(features), "reference", csls, prep(ref))
+    batch = batch_statistics(n, rp.center, rp.min_center_batch, by)
+    return QuerySide(prepare_queries(features, catalog, rp.center, rp.min_center_batch, by),
+                     "batch" if batch else "catalog" if rp.center else "none", csls if batch else None)
+
+
+def score_matrices(cands: Candidates, n_species: int, lam: float, rerank: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(base [Q, S], answer [Q, S]) from candidates searched to full depth: every species' first-stage score s_m (the
+    base retriever) and fused re-rank score (VR-RAG Eq. 2, the answerer); -inf for a species not scored."""
+    rows = np.broadcast_to(np.arange(cands.species_idx.shape[0])[:, None], cands.species_idx.shape)
+    ok = cands.species_idx >= 0
+    base = np.full((cands.species_idx.shape[0], n_species), -np.inf)
+    answer = np.full_like(base, -np.inf)
+    base[rows[ok], cands.species_idx[ok]] = cands.s_m[ok]
+    fused = lam * cands.s_m + (1 - lam) * cands.s_i if rerank else cands.s_m
+    answer[rows[ok], cands.species_idx[ok]] = fused[ok]
+    return base, answer
+
+
+def full_depth_candidates(vr: VRRAG, side: QuerySide) -> Candidates:
+    """Candidates searched over every chunk, so that a bridged species always has its scores."""
+    vr.r = len(vr.m)
+    return side.candidates(vr)
+
+
+def species_scores(ws: Workspace, rp: RetrievalParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(base [Q, S], answer [Q, S], catalog species ids [S]) for the workspace's queries: what the KG bridge reads."""
+    catalog = catalog_for(ws, rp)
+    vr = retriever(catalog, rp)
+    cands = full_depth_candidates(vr, query_side({n: ws.query_f[n] for n in query_encoders(rp.ensemble, rp.reranker)},
+                                                 catalog, rp, ws))
+    base, answer = score_matrices(cands, len(catalog.species_ids), rp.lam, rp.reranker is not None)
+    return base, answer, np.asarray(catalog.species_ids)
