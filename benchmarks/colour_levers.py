@@ -45,7 +45,8 @@ from polarcatalog.encoders import create_encoder
 from polarcatalog.encoders.preprocess import Preprocess
 from polarcatalog.eval.metrics import RANK_METRICS
 from polarcatalog.eval.protocol import ci_text, diff_text
-from polarcatalog.features.colour_nuisance import learn_basis, project_out, recoloured_views
+from polarcatalog.features.colour_nuisance import learn_basis, recoloured_views
+from polarcatalog.retrieval.query_side import project_out
 from polarcatalog.features.encode import encode_image_views
 from polarcatalog.features.workspace import Workspace, average_flips, load_workspace
 from polarcatalog.io import write_json

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from polarcatalog.encoders.preprocess import Preprocess
-from polarcatalog.features.colour_nuisance import colour_invariant, nuisance_basis, project_out, recoloured_views
+from polarcatalog.features.colour_nuisance import nuisance_basis, recoloured_views
+from polarcatalog.retrieval.query_side import colour_invariant, project_out
 from polarcatalog.vectors import l2_normalise
 
 

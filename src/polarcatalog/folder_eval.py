@@ -34,7 +34,7 @@ from polarcatalog.memory.polar_graph import species_memory
 from polarcatalog.memory.inputs import GraphInputs, graph_inputs
 from polarcatalog.memory.query_parser import parse_text
 from polarcatalog.memory.verifiers import load_scores
-from polarcatalog.retrieval.query_side import QuerySide, catalog_for, full_depth_candidates, query_side, retriever, score_matrices
+from polarcatalog.retrieval.query_side import QuerySide, Retriever, species_scores
 from polarcatalog.retrieval.vrrag import query_encoders
 
 
@@ -179,16 +179,15 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
         anchor_view = Preprocess(params.encoders.content_box, scale.used)
         ws = ws.with_anchor_views(encode_anchor_views(encoders, [str(root / p) for p in ws.anchors["path"]], cache,
                                                       anchor_view, ws.has_flips, params.encoders.batch_size, stats["anchors"]))
-    catalog = catalog_for(ws, rp)
-    vr = retriever(catalog, rp)
-    side = query_side(feats, catalog, rp, ws)
+    retriever = Retriever.build(ws, rp)
+    side = retriever.side(feats)
     centring = _centring(rp, len(q), side.by)
     bridged = None
     if triples is None:
-        ranking = vr.rank(side.candidates(vr), rp.lam, max(rp.r, 10))
+        ranking = retriever.rank(side, max(rp.r, 10))
         species, s = ranking.species_ids, ranking.s
     else:
-        species, s, bridged = _kgret(vr, side, triples, params, kgret)
+        species, s, bridged = _kgret(retriever, side, triples, params, kgret)
     states, constraint, keys = np.zeros(species.shape, np.int8), None, (s,)
     if memory is not None:
         species, s, states, keys = _constrain(memory, params, species, s)
@@ -272,13 +271,11 @@ class _Bridged:
                 "(labelled)": inside(self.matched), "labelled": int(labelled.sum())}
 
 
-def _kgret(vr: Any, side: QuerySide, triples: pd.DataFrame, params: Params, budget: int
+def _kgret(retriever: Retriever, side: QuerySide, triples: pd.DataFrame, params: Params, budget: int
            ) -> tuple[np.ndarray, np.ndarray, _Bridged]:
     """(species ids in the answerer's order, their scores, the evidence sets): the kg stage's experiment."""
     rp, kp = params.retrieval, params.kg
-    ids = np.asarray(vr.catalog.species_ids)
-    cands = full_depth_candidates(vr, side)
-    base, answer = score_matrices(cands, len(ids), rp.lam, rp.reranker is not None)
+    base, answer, ids = species_scores(retriever, side)
     links = species_links(triples, ids, kp.links)
     final = bridge.kgret(base, rp.k, links, budget, kp.hops).candidates
     ordered, s = answer_order(final, answer)

@@ -5,7 +5,8 @@ ImageNet feature that moves with colour pulls a palette swap away from its speci
 colours it never had (hue turned by 120 and by 240 degrees, and in grey); the differences to its own view span the
 directions a recolouring moves a feature along. Their top right singular vectors, learnt from the catalog's artwork
 alone (no query is seen), are projected out of every anchor and query feature of the configured encoders
-(`retrieval.colour_invariant`, `retrieval.colour_invariant_dim`): what is left is the drawing.
+(`retrieval.colour_invariant`, `retrieval.colour_invariant_dim`; the projection is retrieval's query side,
+`retrieval.query_side.colour_invariant`): what is left is the drawing.
 
 Chosen on dev together with the ensemble members, re-ranker and λ (benchmarks/encoder_search.py). On its own it is a
 trade: it lifts the shiny sprites and costs the regular ones some points (the lever table's `no colour-nuisance
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -24,7 +25,6 @@ from polarcatalog.data.images import BadImageError
 from polarcatalog.encoders.encoder_types import ImageEncoder
 from polarcatalog.encoders.preprocess import Preprocess
 from polarcatalog.features.encode import encode_image_views
-from polarcatalog.vectors import l2_normalise
 
 HUE_SHIFTS = (120, 240)  # degrees: the two other thirds of the hue circle
 MAX_DIM = 256  # basis vectors kept by the embed stage: `retrieval.colour_invariant_dim` may be up to this
@@ -53,24 +53,3 @@ def learn_basis(encoder: ImageEncoder, anchor_paths: Sequence[str], cache_root: 
     if not ok.all():
         raise BadImageError(anchor_paths[int(np.argmin(ok))], "a catalog image no longer loads; rerun the curate stage")
     return nuisance_basis(own, recoloured)
-
-
-def project_out(features: np.ndarray, basis: np.ndarray, dim: int) -> np.ndarray:
-    """Features without their component in the first `dim` basis directions, l2-normalised again."""
-    if dim > len(basis):
-        raise ValueError(f"retrieval.colour_invariant_dim is {dim}, but the embed stage kept {len(basis)} directions "
-                         "(3 per catalog anchor at most): lower retrieval.colour_invariant_dim, or embed more anchors")
-    b = np.asarray(basis[:dim], np.float64)
-    f = np.asarray(features, np.float64)
-    return l2_normalise((f - (f @ b.T) @ b).astype(np.float32))
-
-
-def colour_invariant(features: Mapping[str, np.ndarray], bases: Mapping[str, np.ndarray], names: Sequence[str],
-                     dim: int) -> dict[str, np.ndarray]:
-    """`features` with the colour nuisance projected out of the encoders `names` (the others unchanged); the one rule
-    for the catalog's anchors, the pipeline's queries, the dev reference queries and a user's folder."""
-    missing = [n for n in names if n in features and n not in bases]
-    if missing:
-        raise ValueError(f"retrieval.colour_invariant names {missing}, but the embed stage kept no colour basis for them: "
-                         "rerun the embed stage (`dvc repro embed`) with this params.yaml")
-    return {n: project_out(f, bases[n], dim) if n in names else f for n, f in features.items()}

@@ -1,5 +1,6 @@
 """The configured retrieval over a workspace: the catalog, the VR-RAG retriever and the query-side policy (colour
-projection, centring, CSLS), in one place for the pipeline, the CLI's folder evaluation and the KG experiment.
+projection, centring, CSLS), in one place for the pipeline, the CLI's folder evaluation and the KG experiment:
+`Retriever.build(ws, rp).rank(features)`.
 
 `rp` is the validated `retrieval` params section (`polarcatalog.config.Retrieval`); this module reads its fields
 and never parses params itself.
@@ -8,17 +9,38 @@ and never parses params itself.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from polarcatalog.eval.metrics import gold_ranks, per_query
-from polarcatalog.features.colour_nuisance import colour_invariant
 from polarcatalog.features.workspace import Workspace
 from polarcatalog.retrieval.vrrag import (VRRAG, Candidates, Catalog, Ranking, batch_statistics, build_catalog, prepare_queries,
                                           query_encoders)
+from polarcatalog.vectors import l2_normalise
 
 RetrievalParams = Any  # polarcatalog.config.Retrieval (config sits above the library: not imported here)
+
+
+def project_out(features: np.ndarray, basis: np.ndarray, dim: int) -> np.ndarray:
+    """Features without their component in the first `dim` basis directions, l2-normalised again."""
+    if dim > len(basis):
+        raise ValueError(f"retrieval.colour_invariant_dim is {dim}, but the embed stage kept {len(basis)} directions "
+                         "(3 per catalog anchor at most): lower retrieval.colour_invariant_dim, or embed more anchors")
+    b = np.asarray(basis[:dim], np.float64)
+    f = np.asarray(features, np.float64)
+    return l2_normalise((f - (f @ b.T) @ b).astype(np.float32))
+
+
+def colour_invariant(features: Mapping[str, np.ndarray], bases: Mapping[str, np.ndarray], names: Sequence[str],
+                     dim: int) -> dict[str, np.ndarray]:
+    """`features` with the colour nuisance projected out of the encoders `names` (the others unchanged); the one rule
+    for the catalog's anchors, the pipeline's queries, the dev reference queries and a user's folder."""
+    missing = [n for n in names if n in features and n not in bases]
+    if missing:
+        raise ValueError(f"retrieval.colour_invariant names {missing}, but the embed stage kept no colour basis for them: "
+                         "rerun the embed stage (`dvc repro embed`) with this params.yaml")
+    return {n: project_out(f, bases[n], dim) if n in names else f for n, f in features.items()}
 
 
 def retrieval_features(features: dict[str, np.ndarray], ws: Workspace, rp: RetrievalParams) -> dict[str, np.ndarray]:
@@ -37,11 +59,45 @@ def retriever(catalog: Catalog, rp: RetrievalParams) -> VRRAG:
     return VRRAG(catalog, list(rp.ensemble), rp.chunks, rp.reranker, rp.r, rp.index, rp.ivf_nlist, rp.seed)
 
 
+@dataclass
+class Retriever:
+    """One retrieval configuration on a workspace's catalog: `rank(queries)` applies the query-side policy
+    (`query_side`), searches (`VRRAG.candidates`) and re-ranks at the configured λ. `queries`: image features by
+    encoder (the workspace's own queries when None; a user's folder passes its own), or a `QuerySide` already
+    prepared by `side`."""
+
+    ws: Workspace
+    rp: RetrievalParams
+    catalog: Catalog
+    vr: VRRAG
+
+    @classmethod
+    def build(cls, ws: Workspace, rp: RetrievalParams, catalog: Catalog | None = None) -> "Retriever":
+        catalog = catalog_for(ws, rp) if catalog is None else catalog
+        return cls(ws, rp, catalog, retriever(catalog, rp))
+
+    def side(self, features: Mapping[str, np.ndarray] | None = None) -> "QuerySide":
+        """The queries as the configured policy prepares them (the workspace's queries when `features` is None)."""
+        if features is None:
+            features = {n: self.ws.query_f[n] for n in query_encoders(self.rp.ensemble, self.rp.reranker)}
+        return query_side(dict(features), self.catalog, self.rp, self.ws)
+
+    def candidates(self, queries: "Mapping[str, np.ndarray] | QuerySide | None" = None, full_depth: bool = False) -> Candidates:
+        """The top-r candidates; `full_depth`: every chunk, so that a species bridged in later always has its scores."""
+        if full_depth:
+            self.vr.r = len(self.vr.m)
+        return (queries if isinstance(queries, QuerySide) else self.side(queries)).candidates(self.vr)
+
+    def rank(self, queries: "Mapping[str, np.ndarray] | QuerySide | None" = None, k: int | None = None) -> Ranking:
+        return self.vr.rank(self.candidates(queries), self.rp.lam, k or self.rp.r)
+
+
 def run_retrieval(ws: Workspace, catalog: Catalog, rp: RetrievalParams, k: int | None = None) -> tuple[VRRAG, Candidates, Ranking]:
-    """One configuration on the workspace queries; the ranking keeps the full candidate list (k = r)."""
-    vr = retriever(catalog, rp)
-    cands = query_side({n: ws.query_f[n] for n in query_encoders(rp.ensemble, rp.reranker)}, catalog, rp, ws).candidates(vr)
-    return vr, cands, vr.rank(cands, rp.lam, k or rp.r)
+    """One configuration on the workspace queries, with the candidates every λ and k of a sweep re-sorts; the ranking
+    keeps the full candidate list (k = r)."""
+    r = Retriever.build(ws, rp, catalog)
+    cands = r.candidates()
+    return r.vr, cands, r.vr.rank(cands, rp.lam, k or rp.r)
 
 
 def query_values(ranking: Ranking, gold: np.ndarray) -> np.ndarray:
@@ -103,17 +159,10 @@ def score_matrices(cands: Candidates, n_species: int, lam: float, rerank: bool) 
     return base, answer
 
 
-def full_depth_candidates(vr: VRRAG, side: QuerySide) -> Candidates:
-    """Candidates searched over every chunk, so that a bridged species always has its scores."""
-    vr.r = len(vr.m)
-    return side.candidates(vr)
-
-
-def species_scores(ws: Workspace, rp: RetrievalParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(base [Q, S], answer [Q, S], catalog species ids [S]) for the workspace's queries: what the KG bridge reads."""
-    catalog = catalog_for(ws, rp)
-    vr = retriever(catalog, rp)
-    cands = full_depth_candidates(vr, query_side({n: ws.query_f[n] for n in query_encoders(rp.ensemble, rp.reranker)},
-                                                 catalog, rp, ws))
-    base, answer = score_matrices(cands, len(catalog.species_ids), rp.lam, rp.reranker is not None)
-    return base, answer, np.asarray(catalog.species_ids)
+def species_scores(retriever: Retriever, queries: "Mapping[str, np.ndarray] | QuerySide | None" = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(base [Q, S], answer [Q, S], catalog species ids [S]) for the queries (as `Retriever.candidates` takes them),
+    searched to full depth: what the KG bridge reads."""
+    rp, ids = retriever.rp, np.asarray(retriever.catalog.species_ids)
+    base, answer = score_matrices(retriever.candidates(queries, full_depth=True), len(ids), rp.lam, rp.reranker is not None)
+    return base, answer, ids

@@ -37,7 +37,7 @@ from polarcatalog.reader.accuracy import reader_rows
 from polarcatalog.reader.answers import SpeciesMatcher
 from polarcatalog.reader.mllm import MLLMReader
 from polarcatalog.retrieval import retrieval_report
-from polarcatalog.retrieval.query_side import run_retrieval, species_scores
+from polarcatalog.retrieval.query_side import Retriever, run_retrieval, species_scores
 from polarcatalog.retrieval.vrrag_sweeps import sweep_lambda, sweep_top_k
 from polarcatalog.retrieval.vrrag import VRRAG, Candidates, Ranking
 
@@ -122,7 +122,7 @@ def _coverage(s: Sweep) -> pd.DataFrame:
 def _bridge(s: Sweep) -> pd.DataFrame:
     """+KGret against its budget-matched control at every B (the graph-RAG paper's budget of two chunks, varied)."""
     kp = s.params.kg
-    base, answer, ids = species_scores(s.ws, s.params.retrieval)
+    base, answer, ids = species_scores(Retriever.build(s.ws, s.params.retrieval))
     index = {int(x): i for i, x in enumerate(ids)}
     gold = np.array([index.get(int(x), -1) for x in s.gold])
     links = species_links(read_triples(s.triples_path), ids, kp.links)
