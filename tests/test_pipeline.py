@@ -223,7 +223,7 @@ def test_retrieval_table_and_ablation_outputs(repo):
     # 12 species (about 8 on the test side): anything sensible is well above chance (mRR@1 = 1/12)
     assert c["value"] > 2 * m["chance"]["mRR@1"]
     md = (root / "reports/retrieval.md").read_text()
-    assert "(configured)" in md and "non-transductive" in md and "chance" in md and "multimodal" in md
+    assert "(configured)" in md and "catalog-mean centring" in md and "chance" in md and "multimodal" in md
     audit = pd.read_parquet(root / "data/processed/audit/retrieve_queries.parquet")
     assert len(audit) == 2 * N_SPECIES and {"s_m", "s_i", "s", "gold_rank", "split"} <= set(audit.columns)
     splits = pd.read_parquet(root / "data/processed/splits.parquet")

@@ -223,3 +223,39 @@ def test_a_batch_too_small_for_its_own_statistics_falls_back_to_small_batch_cent
     assert cat_side.by == "catalog" and cat_side.hubness_k is None
     big = query_side({n: q[:10] for n, q in pool.items()}, cat, rp, ws)
     assert big.by == "batch" and big.hubness_ref is None
+
+
+@pytest.mark.parametrize("centre", ["reference", "batch", "catalog"])
+def test_no_test_query_enters_a_statistic_that_scores_a_dev_query(centre):
+    """The workspace's queries are scored by the protocol's groups (`statistics_groups`): replacing every test query by
+    noise, or deleting the test queries, leaves every dev query's candidates and scores exactly as they were."""
+    import pandas as pd
+
+    from polarcatalog.config import Retrieval
+    from polarcatalog.features.workspace import Workspace
+    from polarcatalog.retrieval.query_side import Retriever, statistics_groups
+
+    _, cat, pool = _shifted_queries(7, slice(0, 40))
+    species = np.arange(40)
+    split = np.where(species % 3 == 0, "dev", "test")
+    rp = Retrieval(ensemble=["g"], reranker="h", center=True, query_centre=centre, min_center_batch=4, hubness="csls",
+                   hubness_k=3, reference_folds=3, r=10, k=5)
+
+    def dev_candidates(queries: pd.DataFrame, features: dict[str, np.ndarray]):
+        ws = Workspace(None, None, queries, None, {}, {}, features, {}, None)
+        c = Retriever(ws, rp, cat, VRRAG(cat, ["g"], "anchors", "h", r=10)).candidates()
+        dev = queries["split"].to_numpy() == "dev"
+        return c.species_idx[dev], c.s_m[dev], c.s_i[dev]
+
+    queries = pd.DataFrame({"species_id": species, "split": split})
+    before = dev_candidates(queries, pool)
+    test = split == "test"
+    noisy = {n: np.where(test[:, None], np.random.default_rng(1).normal(size=f.shape).astype(np.float32), f) for n, f in pool.items()}
+    for after in (dev_candidates(queries, noisy),
+                  dev_candidates(queries[~test].reset_index(drop=True), {n: f[~test] for n, f in pool.items()})):
+        for b, a in zip(before, after):
+            np.testing.assert_array_equal(a, b)
+    groups = statistics_groups(Workspace(None, None, queries, None, {}, {}, pool, {}, None), rp)
+    for rows, reference in groups:  # and dev is never its own reference
+        assert reference is None or not set(rows) & set(reference)
+        assert reference is None or set(split[reference]) == {"dev"}

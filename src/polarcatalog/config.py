@@ -167,9 +167,11 @@ class Retrieval(_Section):
     k: int = Field(5, ge=1)
     lam: float = Field(0.7, ge=0.0, le=1.0)
     center: bool = True
-    # batch: the queries' own mean (transductive); catalog: each query alone, by the catalog mean; reference: each query
-    # alone, by the statistics (mean, CSLS neighbourhoods) of the pipeline's dev queries
-    query_centre: Literal["batch", "catalog", "reference"] = "batch"
+    # reference: each query alone, by the statistics (mean, CSLS neighbourhoods) of a fixed, label-free set of dev
+    # queries (cross-fitted over reference_folds folds of the dev species when dev itself is scored); catalog: each
+    # query alone, by the catalog mean; batch: by the scored queries' own mean (transductive)
+    query_centre: Literal["batch", "catalog", "reference"] = "reference"
+    reference_folds: int = Field(5, ge=2, le=20)
     min_center_batch: int = Field(32, ge=2)
     # query_centre batch with fewer queries than min_center_batch (a user's small folder): reference | catalog
     small_batch_centre: Literal["reference", "catalog"] = "reference"

@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from polarcatalog.eval.metrics import gold_ranks, per_query
+from polarcatalog.eval.splits import species_folds
 from polarcatalog.features.workspace import Workspace
 from polarcatalog.retrieval.vrrag import (VRRAG, Candidates, Catalog, Ranking, batch_statistics, build_catalog, prepare_queries,
                                           query_encoders)
@@ -76,17 +77,30 @@ class Retriever:
         catalog = catalog_for(ws, rp) if catalog is None else catalog
         return cls(ws, rp, catalog, retriever(catalog, rp))
 
-    def side(self, features: Mapping[str, np.ndarray] | None = None) -> "QuerySide":
-        """The queries as the configured policy prepares them (the workspace's queries when `features` is None)."""
-        if features is None:
-            features = {n: self.ws.query_f[n] for n in query_encoders(self.rp.ensemble, self.rp.reranker)}
+    def side(self, features: Mapping[str, np.ndarray]) -> "QuerySide":
+        """A batch of new queries (a user's folder) as the configured policy prepares them."""
         return query_side(dict(features), self.catalog, self.rp, self.ws)
 
     def candidates(self, queries: "Mapping[str, np.ndarray] | QuerySide | None" = None, full_depth: bool = False) -> Candidates:
-        """The top-r candidates; `full_depth`: every chunk, so that a species bridged in later always has its scores."""
+        """The top-r candidates; `full_depth`: every chunk, so that a species bridged in later always has its scores.
+        The workspace's own queries (`queries` None) are scored by the protocol's groups (`statistics_groups`), so
+        that no test query enters a statistic that scores a dev query, and dev is scored the way test is."""
         if full_depth:
             self.vr.r = len(self.vr.m)
+        if queries is None:
+            return self._workspace_candidates()
         return (queries if isinstance(queries, QuerySide) else self.side(queries)).candidates(self.vr)
+
+    def _workspace_candidates(self) -> Candidates:
+        names = query_encoders(self.rp.ensemble, self.rp.reranker)
+        parts = []
+        for rows, reference in statistics_groups(self.ws, self.rp):
+            rp, ref = self.rp, None if reference is None else {n: f[reference] for n, f in self.ws.query_f.items()}
+            if reference is not None and not len(reference):  # a single dev species: no other species to lend statistics
+                rp, ref = rp.model_copy(update={"query_centre": "catalog"}), None
+            side = query_side({n: self.ws.query_f[n][rows] for n in names}, self.catalog, rp, self.ws, ref)
+            parts.append((rows, side.candidates(self.vr)))
+        return _merged(parts, len(self.ws.queries))
 
     def rank(self, queries: "Mapping[str, np.ndarray] | QuerySide | None" = None, k: int | None = None) -> Ranking:
         return self.vr.rank(self.candidates(queries), self.rp.lam, k or self.rp.r)
@@ -103,6 +117,37 @@ def run_retrieval(ws: Workspace, catalog: Catalog, rp: RetrievalParams, k: int |
 def query_values(ranking: Ranking, gold: np.ndarray) -> np.ndarray:
     """Per-query metric values (RANK_METRICS) of a ranking, pessimistic ties on the fused score."""
     return per_query(gold_ranks(ranking.species_ids, gold, ranking.s))
+
+
+def statistics_groups(ws: Workspace, rp: RetrievalParams) -> list[tuple[np.ndarray, np.ndarray | None]]:
+    """How the workspace's queries are scored: (rows scored together, rows lending them reference statistics or None).
+    No test query ever enters a statistic that scores a dev query, and dev is scored the way test is:
+    - `query_centre: reference`: test with every dev query as reference; each dev fold (`retrieval.reference_folds`
+      folds of the dev species) with the other dev folds as reference, so no dev query calibrates itself;
+    - `batch` (transductive): each split is its own batch; test queries centre (and CSLS-correct) each other, dev
+      queries each other;
+    - `catalog` (or no centring): every query alone, no query statistics at all.
+    Dev and test rows are never searched in one call either, so even the float rounding of a batched search of dev
+    queries cannot depend on the test queries."""
+    split = ws.queries["split"].to_numpy()
+    dev, test = np.flatnonzero(split == "dev"), np.flatnonzero(split != "dev")
+    if not rp.center or rp.query_centre in ("catalog", "batch"):
+        return [(rows, None) for rows in (dev, test) if len(rows)]
+    dev_species = ws.queries["species_id"].to_numpy()[dev]
+    folds = min(rp.reference_folds, len(np.unique(dev_species)))  # a tiny run: one species per fold at most
+    fold = species_folds(dev_species, max(folds, 1), rp.seed)
+    groups = [(test, dev)] if len(test) else []
+    return groups + [(dev[fold == f], dev[fold != f]) for f in range(max(folds, 1)) if (fold == f).any()]
+
+
+def _merged(parts: list[tuple[np.ndarray, Candidates]], n: int) -> Candidates:
+    """Candidates of row groups put back in the workspace's query order."""
+    width = parts[0][1].species_idx.shape[1]
+    out = Candidates(np.full((n, width), -1, parts[0][1].species_idx.dtype), np.full((n, width), -np.inf, np.float32),
+                     np.full((n, width), np.nan, np.float32))
+    for rows, c in parts:
+        out.species_idx[rows], out.s_m[rows], out.s_i[rows] = c.species_idx, c.s_m, c.s_i
+    return out
 
 
 def reference_queries(ws: Workspace) -> dict[str, np.ndarray]:
@@ -126,11 +171,12 @@ class QuerySide:
         return vr.candidates(self.queries, hubness_k=self.hubness_k, hubness_ref=self.hubness_ref)
 
 
-def query_side(features: dict[str, np.ndarray], catalog: Catalog, rp: RetrievalParams, ws: Workspace) -> QuerySide:
+def query_side(features: dict[str, np.ndarray], catalog: Catalog, rp: RetrievalParams, ws: Workspace,
+               reference: dict[str, np.ndarray] | None = None) -> QuerySide:
     """The one place that reads `retrieval.query_centre` and `retrieval.hubness`: by the batch (transductive), by the
-    catalog mean, or by the reference queries (`reference_queries`). A batch under `min_center_batch` (a user's small
-    folder) is too small to be its own statistics: it falls back to `small_batch_centre`, the reference queries or the
-    catalog mean (no CSLS)."""
+    catalog mean, or by reference queries (`reference`, by default every dev query: `reference_queries`). A batch under
+    `min_center_batch` (a user's small folder) is too small to be its own statistics: it falls back to
+    `small_batch_centre`, the reference queries or the catalog mean (no CSLS)."""
     csls = rp.hubness_k if rp.hubness == "csls" else None
     features = retrieval_features(features, ws, rp)
     n = len(next(iter(features.values())))
@@ -138,7 +184,8 @@ def query_side(features: dict[str, np.ndarray], catalog: Catalog, rp: RetrievalP
     if rp.center and by == "batch" and n < rp.min_center_batch:
         by = rp.small_batch_centre
     if rp.center and by == "reference":
-        ref = retrieval_features({name: v for name, v in reference_queries(ws).items() if name in features}, ws, rp)
+        reference = reference_queries(ws) if reference is None else reference
+        ref = retrieval_features({name: v for name, v in reference.items() if name in features}, ws, rp)
         prep = lambda f: prepare_queries(f, catalog, rp.center, rp.min_center_batch, "reference", ref)  # noqa: E731
         return QuerySide(prep(features), "reference", csls, prep(ref))
     batch = batch_statistics(n, rp.center, rp.min_center_batch, by)

@@ -16,23 +16,26 @@ def configured_label(rp: Retrieval) -> str:
     return f"{'+'.join(rp.ensemble)} · {rp.chunks}{rerank} (configured)"
 
 
-def non_transductive(rp: Retrieval) -> tuple[str, Retrieval]:
-    """The configured pipeline with every query centred alone by the catalog mean: no use of the test batch."""
-    return f"{configured_label(rp).removesuffix(' (configured)')} · catalog-mean centring (non-transductive)", \
-        rp.model_copy(update={"query_centre": "catalog"})
+# The query-side protocols (`retrieval.query_centre`), as the comparison table names them.
+QUERY_PROTOCOLS = {"reference": "dev-query statistics, each query alone",
+                   "catalog": "catalog-mean centring, each query alone (VR-RAG's protocol)",
+                   "batch": "query-batch statistics (transductive)"}
 
 
-def reference_statistics(rp: Retrieval) -> tuple[str, Retrieval]:
-    """The configured pipeline with every query scored alone, centred and hubness-corrected by the dev queries'
-    statistics (`query_centre: reference`): non-transductive on test (dev queries are their own reference)."""
-    return f"{configured_label(rp).removesuffix(' (configured)')} · dev-query statistics (non-transductive on test)", \
-        rp.model_copy(update={"query_centre": "reference"})
+def query_protocols(rp: Retrieval) -> dict[str, tuple[str, Retrieval]]:
+    """The configured pipeline under each query-side protocol, by `query_centre` value: the configured one under its
+    configured label, the others as rows beside it. Without centring there is no query-side protocol to compare."""
+    if not rp.center:
+        return {}
+    base = configured_label(rp).removesuffix(" (configured)")
+    return {mode: (configured_label(rp), rp) if mode == rp.query_centre else
+            (f"{base} · {what}", rp.model_copy(update={"query_centre": mode})) for mode, what in QUERY_PROTOCOLS.items()}
 
 
 def table5_configurations(rp: Retrieval, image_encoders: list[str]) -> list[tuple[str, Retrieval]]:
     """VR-RAG's Table 5 as configurations: chunk type (text / multimodal Eq. 1 / anchors), the re-ranker, single
-    encoders and the score ensemble of every embedded image encoder, and the configured pipeline without the
-    transductive query-batch centring. Components that hurt stay in. The configured row is always present."""
+    encoders and the score ensemble of every embedded image encoder, and the configured pipeline under each other
+    query-side protocol (`query_protocols`). Components that hurt stay in. The configured row is always present."""
     ens = list(rp.ensemble)
     name = "+".join(ens)
     rows: list[tuple[str, Retrieval]] = []
@@ -53,8 +56,7 @@ def table5_configurations(rp: Retrieval, image_encoders: list[str]) -> list[tupl
     rows = [(configured_label(rp) if cfg == rp else label, cfg) for label, cfg in rows]
     if not any(cfg == rp for _, cfg in rows):
         rows.insert(0, (configured_label(rp), rp))
-    if rp.center and rp.query_centre == "batch":
-        rows += [non_transductive(rp), reference_statistics(rp)]
+    rows += [row for mode, row in query_protocols(rp).items() if mode != rp.query_centre]
     return rows
 
 
@@ -99,4 +101,6 @@ def headline(d: dict[str, Any]) -> dict[str, Any]:
     c = d["configured"]
     groups = {g: headline_value(c[g]["mRR@1"]) for g in c if g != "all"}
     return {**headline_with_ci("test mRR@1", c["all"]["mRR@1"]), **{f"test {g} mRR@1": v for g, v in groups.items()},
-            "dev mRR@1": d["configured_dev_mRR@1"], "test non-transductive mRR@1": headline_value(d["non_transductive"]["mRR@1"])}
+            "dev mRR@1": d["configured_dev_mRR@1"],
+            **{f"test {mode} protocol mRR@1": headline_value(p["mRR@1"]) for mode, p in d["query_protocols"].items()
+               if mode != d["query_centre"]}}
