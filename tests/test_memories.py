@@ -1,5 +1,5 @@
 """The memories constrained retrieval reads: completion as the paper defines it (the query's concepts join the
-proposal set before partition), the oracle and random controls, and the per-query constrained metrics."""
+proposal set before partition), the oracle, random and degraded memories, and the per-query constrained metrics."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from polarcatalog.data.concepts import Concept
 from polarcatalog.memory.constraints import CONFLICT, Strength
 from polarcatalog.memory.constrained import ConstrainedQueries, catalog_neighbours, evaluate_strengths, make_constrained_queries
-from polarcatalog.memory.memories import (CompletedMemory, IncidenceMemory, edge_quality, oracle_memory, pad_concepts,
-                                          random_memory, states)
+from polarcatalog.memory.memories import (CompletedMemory, IncidenceMemory, degraded_memory, density_matched_random, edge_quality,
+                                          oracle_memory, pad_concepts, states)
 from polarcatalog.memory.partition import HAS, NOT_HAS, partition
 
 
@@ -51,15 +51,31 @@ def test_completed_memory_equals_a_line_by_line_reference():
                 assert has[q, l, j] == want_has and not_has[q, l, j] == want_not
 
 
-def test_random_memory_keeps_each_concepts_edge_density_and_loses_the_species():
+def test_density_matched_random_has_the_evaluated_memorys_density_where_it_is_read_and_no_knowledge():
     rng = np.random.default_rng(0)
-    has = rng.random((200, 12)) < 0.3
-    not_has = (rng.random((200, 12)) < 0.4) & ~has
-    rand = random_memory(IncidenceMemory(has, not_has), seed=3)
-    assert (rand.has.sum(0) == has.sum(0)).all() and (rand.not_has.sum(0) == not_has.sum(0)).all()
-    assert not (rand.has & rand.not_has).any()  # a species' two edges on one concept move together
-    assert (rand.has != has).mean() > 0.2  # but not to the same species
-    assert (random_memory(IncidenceMemory(has, not_has), seed=3).has == rand.has).all()  # seeded
+    S, C = 400, 6
+    truth = rng.random((S, C)) < 0.3
+    memory = oracle_memory(truth)  # reads HAS on 30 % of the pairs, NOT_HAS on the rest
+    cand = rng.integers(0, S, (300, 8))
+    concepts = pad_concepts([[int(c)] for c in rng.integers(0, C, 300)])
+    rand = density_matched_random(memory, cand, concepts, S, C, seed=3)
+    has, not_has = rand.edges(cand, concepts)
+    want_has, _ = memory.edges(cand, concepts)
+    assert abs(has.mean() - want_has.mean()) < 0.03 and not (rand.has & rand.not_has).any()
+    assert abs(edge_quality(rand, cand, concepts, truth)["has_precision"] - truth.mean()) < 0.05  # chance: no knowledge
+    assert (density_matched_random(memory, cand, concepts, S, C, seed=3).has == rand.has).all()  # seeded
+
+
+@pytest.mark.parametrize("quality", [{"has_precision": 0.6, "has_recall": 0.4, "not_has_precision": 0.8, "not_has_recall": 0.25},
+                                     {"has_precision": 1.0, "has_recall": 1.0, "not_has_precision": 1.0, "not_has_recall": 1.0}])
+def test_a_degraded_memory_has_the_asked_for_edge_quality(quality):
+    truth = np.random.default_rng(1).random((500, 40)) < 0.25
+    mem = degraded_memory(truth, quality, seed=2)
+    S, C = truth.shape
+    everything = edge_quality(mem, np.arange(S)[None, :], pad_concepts([list(range(C))]), truth)
+    for key, want in quality.items():
+        assert abs(everything[key] - want) < 0.02, (key, everything[key], want)
+    assert not (mem.has & mem.not_has).any()
 
 
 def _toy():

@@ -242,6 +242,7 @@ class Ablations(_Section):
     coverage: list[CoverageSpec] = Field(default_factory=lambda: [ProposerSpec.parse(s) for s in (
         "random_n:6", "top_n:3", "top_n:6", "multi_prompt:6", "top_n:12", "multi_prompt:12", "top_n:24", "all")], min_length=1)
     bridge: list[int] = Field(default_factory=lambda: [0, 1, 2, 4, 8], min_length=1)  # B of +KGret (kg stage figure too)
+    memory_quality_steps: int = Field(6, ge=2, le=21)  # points per path of the memory-quality curve, configured to oracle
 
     @field_validator("lam")
     @classmethod

@@ -69,6 +69,17 @@ def long_rows(protocol: Protocol, values: dict[str, np.ndarray], splits: Sequenc
     return rows
 
 
+def difference_rows(protocol: Protocol, a: np.ndarray, b: np.ndarray, metric: str, split: str = "test",
+                    groups: Sequence[str] | None = None, **ids: Any) -> list[dict[str, Any]]:
+    """The tidy rows of a paired difference a - b (same queries, same resamples), one per query group of `split`."""
+    rows = []
+    for group in groups or protocol.group_names:
+        iv = protocol.difference(a, b, split, group)
+        rows.append({**ids, "split": split, "queries": group, "metric": metric, "value": iv.value,
+                     "ci_low": iv.ci_low, "ci_high": iv.ci_high, "n": iv.n})
+    return rows
+
+
 def fixed_rows(values: dict[str, float], n: int, **ids: Any) -> list[dict[str, Any]]:
     """Rows for numbers that are not means over queries (a catalog property: proposal recall, edge precision):
     split `catalog`, no interval (ci = value)."""

@@ -4,8 +4,9 @@ of the query's concepts, does the memory hold a HAS edge, a NOT_HAS edge, or nei
 - `IncidenceMemory`: HAS / NOT_HAS per species, fixed before any query (the graph as proposed; the controls).
 - `CompletedMemory`: critical-concept completion as PolarMem §4 describes it — the query's concepts join each
   candidate node's proposal set *before* partition, so τ*, δ are refitted on that set, per query.
-- `oracle_memory` (edges = ground truth: the upper bound a perfect verifier reaches) and `random_memory` (each
-  concept's HAS and NOT_HAS edges moved to random species, same density per concept: the lower bound).
+- `oracle_memory` (edges = ground truth: the upper bound a perfect verifier reaches), `density_matched_random` (as
+  dense as an evaluated memory where it is read, with no knowledge: the lower bound), and `degraded_memory` (the oracle with edges dropped
+  and wrong ones added at given precision and recall: the memory-quality curve).
 
 `edge_quality` measures any of them on exactly the (candidate, concept) pairs an evaluation reads.
 """
@@ -77,16 +78,6 @@ def oracle_memory(truth: np.ndarray) -> IncidenceMemory:
     return IncidenceMemory(truth.astype(bool), ~truth.astype(bool))
 
 
-def random_memory(memory: IncidenceMemory, seed: int = 0) -> IncidenceMemory:
-    """Each concept's column of edges moved to a random permutation of the species: per concept, exactly as many HAS
-    and NOT_HAS edges as `memory` holds, carrying no information about which species has it."""
-    rng = np.random.default_rng(seed)
-    S, C = memory.has.shape
-    perm = np.argsort(rng.random((S, C)), axis=0)  # an independent permutation of the species per concept
-    cols = np.arange(C)[None, :]
-    return IncidenceMemory(memory.has[perm, cols], memory.not_has[perm, cols])
-
-
 @dataclass
 class CompletedMemory:
     """Per query: each candidate's visual nodes re-partitioned over their proposal set ∪ the query's concepts."""
@@ -134,3 +125,44 @@ def edge_quality(memory: Memory, cand: np.ndarray, concepts: np.ndarray, truth: 
             "not_has_precision": ratio((not_has & ~t & asked).sum(), not_has.sum()),
             "not_has_recall": ratio((not_has & ~t & asked).sum(), (~t & asked).sum()),
             "pairs": int(asked.sum())}
+
+
+QUALITY = ("has_precision", "has_recall", "not_has_precision", "not_has_recall")
+
+
+def degraded_memory(truth: np.ndarray, quality: dict[str, float], seed: int = 0) -> IncidenceMemory:
+    """The oracle memory made as good as `quality` says (`QUALITY` keys, each in (0, 1]), in expectation over all
+    (species, concept) pairs: each true edge kept with probability = its polarity's recall, then wrong edges of that
+    polarity added at random (on pairs holding no edge) until its precision is reached. Errors fall uniformly, with
+    no knowledge of which species look alike: the memory-quality curve's model of an imperfect verifier."""
+    rng = np.random.default_rng(seed)
+    t = truth.astype(bool)
+    has = t & (rng.random(t.shape) < quality["has_recall"])
+    not_has = ~t & (rng.random(t.shape) < quality["not_has_recall"])
+
+    def wrong(correct: np.ndarray, free: np.ndarray, precision: float) -> np.ndarray:
+        pool = np.flatnonzero(free)
+        n = min(len(pool), int(round(correct.sum() * (1 - precision) / max(precision, 1e-9))))
+        out = np.zeros(t.size, bool)
+        out[rng.choice(pool, size=n, replace=False)] = True
+        return out.reshape(t.shape)
+
+    false_has = wrong(has, ~t & ~not_has, quality["has_precision"])
+    false_not_has = wrong(not_has, t & ~has, quality["not_has_precision"])
+    return IncidenceMemory(has | false_has, not_has | false_not_has)
+
+
+def density_matched_random(memory: Memory, cand: np.ndarray, concepts: np.ndarray, n_species: int, n_concepts: int,
+                           seed: int = 0) -> IncidenceMemory:
+    """A memory with no knowledge, as dense as `memory` is where an evaluation reads it: per concept, the share of
+    HAS and of NOT_HAS edges `memory` holds on the (candidate, concept) pairs asked, drawn independently per species."""
+    has, not_has = memory.edges(cand, concepts)
+    asked = (cand >= 0)[:, :, None] & (concepts >= 0)[:, None, :]
+    concept = np.broadcast_to(concepts[:, None, :], asked.shape)[asked]
+    count = np.bincount(concept, minlength=n_concepts).astype(np.float64)
+    rate = lambda edges: np.divide(np.bincount(concept, edges[asked], minlength=n_concepts), count,  # noqa: E731
+                                   out=np.zeros(n_concepts), where=count > 0)
+    p_has, p_not = rate(has), rate(not_has)
+    rng = np.random.default_rng(seed)
+    u = rng.random((n_species, n_concepts))
+    return IncidenceMemory(u < p_has, (u >= p_has) & (u < p_has + p_not))

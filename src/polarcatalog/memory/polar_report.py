@@ -25,12 +25,16 @@ CAPTIONS = {  # how to read each ablation table (the markdown written by 05_abla
                   "artwork), chosen without looking at the ranking being scored; the **secondary** set takes it from that "
                   "ranking (tailored, reported for comparison). Q+ is true of the target, so a constraint is partial "
                   "label information: the **oracle** memory (edges = ground truth) shows how far that information alone "
-                  "carries the answer, the **random** memory (same HAS / NOT_HAS count per concept, random species) what "
+                  "carries the answer, the **random** memory (per concept as dense as the configured memory where the queries read it, random species) what "
                   "a memory without knowledge does, and `none` is the unconstrained accuracy. Conflict@k is the share of "
                   "contradictory candidates in the final top-k; the filter rate is, of the contradictory candidates in "
                   "the unconstrained top-`graph.filter_pool`, the share kept out of the top-k (PolarMem Fig. 3); both per "
                   "query, then averaged. By the memory's own states, Conflict@k is what hard retrieval guarantees (0 "
-                  "whenever ≥ k compatible candidates exist); by ground truth, what the imperfect graph achieves.\n\n",
+                  "whenever ≥ k compatible candidates exist); by ground truth, what the imperfect graph achieves. "
+                  "`none` is the do-nothing baseline of every Conflict@k and filter rate. `graph.constraint` is chosen "
+                  "on dev by one objective, stated here: target accuracy@1 on the primary set with the configured memory "
+                  "(a constraint must not cost the user the answer); `reports/memory_quality.md` shows how good the "
+                  "memory must be before a constraint raises it.\n\n",
     "coverage": "Table 2 layout. Every budgeted proposer proposes exactly K concepts per catalog image (column 2), so "
                 "rows with the same K compare strategies at equal cost: `top_n` the single prompt on the global view, "
                 "`multi_prompt` one prompt per facet merged round-robin, `global_local` the global view and its local "

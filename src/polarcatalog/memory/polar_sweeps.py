@@ -10,13 +10,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from polarcatalog.eval.protocol import Protocol, fixed_rows, long_rows
+from polarcatalog.eval.protocol import Protocol, difference_rows, fixed_rows, long_rows
 from polarcatalog.memory import memories
 from polarcatalog.memory.constraints import Strength
 from polarcatalog.memory.constrained import ConstrainedQueries, covered, evaluate_strengths, query_image_concepts
 from polarcatalog.memory.polar_graph import PolarGraph, build_graph
 from polarcatalog.memory.inputs import GraphInputs
-from polarcatalog.memory.memories import Memory, oracle_memory, pad_concepts, random_memory
+from polarcatalog.memory.memories import Memory, density_matched_random, oracle_memory, pad_concepts
 from polarcatalog.memory.propose import Proposer, ProposerSpec, create_proposer, proposal_recall
 from polarcatalog.memory.verifiers import Scores
 
@@ -47,14 +47,19 @@ class PolarSetup:
         return build_graph(self.inputs.vocab, self.anchor_ids, self.inputs.anchor_species, self.scores.anchor, proposer,
                            self.kappa, self.scores.anchor_local)
 
-    def controls(self) -> dict[str, Memory]:
-        """The configured memory and its bounds: oracle (edges = ground truth) and random (same density per concept)."""
+    def configured_memory(self) -> tuple[str, Memory]:
+        """(its name, the memory the configured graph stage builds, with critical completion when configured)."""
         name = "configured" + (" (critical completion)" if self.completion else "")
-        g = self.graph(self.proposer)
-        configured = g.memory(self.inputs.species_ids, self.kappa, self.completion)
-        as_proposed = configured if not self.completion else g.memory(self.inputs.species_ids, self.kappa, False)
-        return {name: configured, "oracle (ground truth)": oracle_memory(self.inputs.truth),
-                "random (same density)": random_memory(as_proposed, self.seed)}
+        return name, self.graph(self.proposer).memory(self.inputs.species_ids, self.kappa, self.completion)
+
+    def controls(self) -> dict[str, Memory]:
+        """The configured memory and its bounds: oracle (edges = ground truth) and random (per concept as dense as the
+        configured memory is on the pairs the primary constrained set reads, with no knowledge of which species)."""
+        name, configured = self.configured_memory()
+        cand, concepts = self.asked(self.queries)
+        random = density_matched_random(configured, cand, concepts, len(self.inputs.species_ids), len(self.inputs.vocab),
+                                        self.seed)
+        return {name: configured, "oracle (ground truth)": oracle_memory(self.inputs.truth), "random (same density)": random}
 
     def evaluate(self, cq: ConstrainedQueries, memory: Memory, strengths: list[Strength], extra=None):
         return evaluate_strengths(self.cand, self.s, self.target, cq, memory, self.inputs.truth, strengths, self.k,
@@ -67,15 +72,24 @@ class PolarSetup:
 
 def constraint_axis(setup: PolarSetup, strengths: list[Strength], protocol: Protocol) -> pd.DataFrame:
     """Rows per (constrained set, memory, strength): the primary and secondary sets, the configured memory beside the
-    oracle and random controls, every strength; then the configured strength with the query image's own verified
-    concepts as extra constraints."""
+    oracle and random controls, every strength, each beside the do-nothing baseline (`none`) as a paired test
+    difference (`Δ <metric> vs none`); then the configured strength with the query image's own verified concepts as
+    extra constraints."""
     rows = []
     controls = setup.controls()
+    none = Strength.parse("none")
     for set_name, cq in (("primary: catalog look-alikes", setup.queries), ("secondary: ranking look-alikes", setup.secondary)):
         pq = protocol.take(cq.rows)
         for mem_name, memory in controls.items():
-            for label, values in setup.evaluate(cq, memory, strengths):
+            results = setup.evaluate(cq, memory, [none, *[s for s in strengths if s != none]])
+            baseline = results[0][1]
+            for label, values in results:
+                if label == none.label() and none not in strengths:
+                    continue
                 rows += long_rows(pq, values, set=set_name, memory=mem_name, strength=label)
+                for metric in (m for m in values if m.endswith("(ground truth)") or m == "target mRR@1"):
+                    rows += difference_rows(pq, values[metric], baseline[metric], f"Δ {metric} vs none", groups=("all",), set=set_name,
+                                            memory=mem_name, strength=label)
     configured = next(iter(controls))
     extra = query_image_concepts(setup.scores.query, setup.proposer, setup.kappa)
     for label, values in setup.evaluate(setup.queries, controls[configured], [setup.strength], extra):

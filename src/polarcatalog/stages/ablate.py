@@ -166,11 +166,13 @@ AXES: dict[str, Axis] = {
                   marks=lambda p: (p.retrieval.k, 2 * p.retrieval.k), point=lambda v: {"retrieval.k": _plain(v)},
                   table_metrics=(r"R@k", r"reader accuracy"), recorded=(r"R@k", r"reader accuracy"),
                   headline_metrics=(r"R@k", r"reader accuracy")),
-    "constraint": Axis("constraint", "strength", "target mRR@1", False, polar_report.CAPTIONS["constraint"], _constraint,
+    "constraint": Axis("constraint", "strength", "target mRR@1", True, polar_report.CAPTIONS["constraint"], _constraint,
                        lambda df, params: polar_report.constraint_figure(df, params.graph.constraint_k),
                        marks=_constraint_marks, point=_constraint_point,
-                       table_metrics=(r"target mRR@1", r"Conflict@\d+ \(ground truth\)", r"Filter rate \(ground truth\)"),
-                       recorded=(r"target mRR@1", r"Conflict@\d+ \(ground truth\)", r"Filter rate \(ground truth\)"),
+                       table_metrics=(r"target mRR@1", r"Conflict@\d+ \(ground truth\)", r"Filter rate \(ground truth\)",
+                                      r"Δ .* vs none"),
+                       recorded=(r"target mRR@1", r"Conflict@\d+ \(ground truth\)", r"Filter rate \(ground truth\)",
+                                 r"Δ .* vs none"),
                        across=("memory",),
                        # the filter rate is 0 without a constraint by construction: the detail file has it
                        headline_metrics=(r"target mRR@1", r"Conflict@\d+ \(ground truth\)")),
@@ -238,8 +240,11 @@ def summary(df: pd.DataFrame, axis: Axis, configured: Any = None) -> dict[str, A
         name = "/".join([*(str(r[c]) for c in axis.across), str(_plain(r[axis.key]))])
         out["test"].setdefault(r["metric"], {})[name] = _record(r)
     out |= {c: str(df[c].iloc[0]) for c in _ids(df, axis) if c not in axis.across}
-    if axis.choose:
+    if axis.choose:  # the configured setting of every other column, the across columns too; variant rows are no value
         sel = _primary(df, axis)
+        for col in axis.across:
+            sel = sel[sel[col] == df[col].iloc[0]]
+        sel = sel[~sel[axis.key].astype(str).str.contains(" + ", regex=False)]
         dev = sel[sel["split"] == "dev"].reset_index(drop=True)
         best = dev.loc[dev["value"].idxmax()]
         chosen = _plain(best[axis.key])

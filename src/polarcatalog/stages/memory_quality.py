@@ -1,0 +1,164 @@
+"""The memory_quality stage (notebook 08): how good must PolarMem's memory be before its constraints help?
+
+The constraint axis (`ablate_polar@constraint`) compares the configured memory with its two bounds, the oracle and
+a random memory. This stage fills the space between: the oracle memory degraded toward the configured memory's edge
+quality (`memory.memories.degraded_memory`: true edges dropped, wrong ones added, at random), along three paths from
+the configured quality (t = 0) to the oracle (t = 1): precision alone, recall alone, both. At each point the primary
+constrained queries are scored under every constraint strength. The break-even of a path is the first point where
+`hard` beats `none` on dev target accuracy. None of the three papers has this analysis; it says whether the
+configured memory's failure to help is a matter of degree (where it sits on the curve) or of kind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from polarcatalog.eval.protocol import Protocol, headline_value, long_rows  # noqa: E402
+from polarcatalog.memory.constraints import Strength  # noqa: E402
+from polarcatalog.memory.memories import QUALITY, Memory, degraded_memory, edge_quality  # noqa: E402
+from polarcatalog.memory.polar_sweeps import PolarSetup  # noqa: E402
+
+PATHS = {"precision": ("has_precision", "not_has_precision"), "recall": ("has_recall", "not_has_recall"), "both": QUALITY}
+ACCURACY = "target mRR@1"
+
+
+def quality_curve(setup: PolarSetup, strengths: list[Strength], protocol: Protocol, steps: int, seed: int
+                  ) -> tuple[pd.DataFrame, dict[str, float]]:
+    """Tidy rows (path, t, strength, the memory's measured edge quality on the pairs the queries read, split, group,
+    metric, value, CI) and the configured memory's edge quality there. The configured memory itself is path
+    `configured memory`; each degraded memory is drawn once per point (seeded)."""
+    cq = setup.queries
+    cand, concepts = setup.asked(cq)
+    truth = setup.inputs.truth
+    _, configured = setup.configured_memory()
+    start = {k: edge_quality(configured, cand, concepts, truth)[k] for k in QUALITY}
+    pq = protocol.take(cq.rows)
+    metrics = (ACCURACY, f"Conflict@{setup.k} (ground truth)", "Filter rate (ground truth)")
+    rows: list[dict[str, Any]] = []
+
+    def add(memory: Memory, **ids: Any) -> None:
+        measured = edge_quality(memory, cand, concepts, truth)
+        results = dict(setup.evaluate(cq, memory, strengths))
+        none = results[Strength.parse("none").label()][ACCURACY]
+        for label, values in results.items():
+            rows.extend(long_rows(pq, {m: values[m] for m in metrics}, strength=label, **ids,
+                                  **{k: round(measured[k], 4) for k in QUALITY}))
+            diff = pq.difference(values[ACCURACY], none, "test")
+            rows.append({"strength": label, **ids, **{k: round(measured[k], 4) for k in QUALITY}, "split": "test",
+                         "queries": "all", "metric": f"Δ {ACCURACY} vs none", "value": diff.value, "ci_low": diff.ci_low,
+                         "ci_high": diff.ci_high, "n": diff.n})
+
+    add(configured, path="configured memory", t=0.0)
+    for path, keys in PATHS.items():
+        for t in np.linspace(0.0, 1.0, steps):
+            quality = {k: start[k] + t * (1.0 - start[k]) if k in keys else start[k] for k in QUALITY}
+            add(degraded_memory(truth, quality, seed), path=path, t=round(float(t), 4))
+    return pd.DataFrame(rows), start
+
+
+def _dev(df: pd.DataFrame, strength: str) -> pd.DataFrame:
+    sel = (df["split"] == "dev") & (df["queries"] == "all") & (df["metric"] == ACCURACY) & (df["strength"] == strength)
+    return df[sel].set_index(["path", "t"])["value"]
+
+
+def break_even(df: pd.DataFrame, strength: str = "hard") -> dict[str, Any]:
+    """Per path, the first point (smallest t) where `strength` beats `none` on dev target accuracy, with its measured
+    edge quality; None where no point of the path does."""
+    gain = (_dev(df, strength) - _dev(df, "none")).rename("dev gain")
+    test = df[(df["split"] == "test") & (df["metric"] == f"Δ {ACCURACY} vs none") & (df["strength"] == strength)]
+    out: dict[str, Any] = {}
+    for path in PATHS:
+        g = gain.xs(path).sort_index()
+        hit = g[g > 0]
+        if hit.empty:
+            out[path] = None
+            continue
+        t = float(hit.index[0])
+        row = test[(test["path"] == path) & (test["t"] == t)].iloc[0]
+        out[path] = {"t": t, **{k: float(row[k]) for k in QUALITY}, "dev_gain": round(float(hit.iloc[0]), 6),
+                     "test_gain": {"value": round(float(row["value"]), 6), "ci_low": round(float(row["ci_low"]), 6),
+                                   "ci_high": round(float(row["ci_high"]), 6), "n": int(row["n"]), "split": "test"}}
+    return out
+
+
+def curve_figure(df: pd.DataFrame, start: dict[str, float], even: dict[str, Any]) -> plt.Figure:
+    """Test target accuracy (95 % CI band) per strength along each path; the configured memory's own accuracy as
+    points at t = 0, the break-even of `hard` as a dotted line."""
+    test = df[(df["split"] == "test") & (df["queries"] == "all") & (df["metric"] == ACCURACY)]
+    fig, axes = plt.subplots(1, len(PATHS), figsize=(13, 3.8), sharey=True)
+    real = test[test["path"] == "configured memory"]
+    for ax, path in zip(axes, PATHS):
+        d = test[test["path"] == path]
+        for strength, s in d.groupby("strength", sort=False):
+            s = s.sort_values("t")
+            line = ax.plot(s["t"], 100 * s["value"], marker="o", ms=3, label=strength)[0]
+            ax.fill_between(s["t"], 100 * s["ci_low"], 100 * s["ci_high"], alpha=0.15, color=line.get_color())
+            mine = real[real["strength"] == strength]
+            ax.plot([0.0] * len(mine), 100 * mine["value"], marker="x", ms=8, ls="", color=line.get_color())
+        if even.get(path):
+            ax.axvline(even[path]["t"], color="grey", ls=":")
+        keys = ", ".join(k.replace("_", " ") for k in PATHS[path])
+        ax.set_title(f"{path}: {keys}" if path != "both" else "precision and recall together", fontsize=9)
+        ax.set_xlabel("t: 0 = configured memory's edge quality, 1 = oracle")
+    axes[0].set_ylabel("test target accuracy@1 (%, 95% CI)")
+    axes[-1].legend(fontsize=7, loc="upper left")
+    fig.suptitle("Memory quality vs accuracy under constraints (x: the configured memory itself at t = 0; dotted: hard "
+                 "beats none on dev)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _pct(v: float) -> str:
+    return f"{100 * v:.1f}"
+
+
+def markdown(df: pd.DataFrame, start: dict[str, float], even: dict[str, Any], n_queries: int) -> str:
+    test = df[(df["split"] == "test") & (df["queries"] == "all")]
+    acc = test[test["metric"] == ACCURACY]
+    delta = test[test["metric"] == f"Δ {ACCURACY} vs none"]
+    lines = [
+        "# Memory quality: when do PolarMem's constraints help?", "",
+        __doc__.split("\n\n", 1)[1].strip().replace("\n", " "), "",
+        f"{n_queries} primary constrained queries (Q+ a concept the target has, Q− one a look-alike has). The configured "
+        "memory's edge quality on the pairs they read: " + ", ".join(f"{k.replace('_', ' ')} {_pct(v)}" for k, v in start.items())
+        + " %. Values in %; test with 95 % CIs (paired species bootstrap), dev point values choose.", "",
+    ]
+    for path in ("configured memory", *PATHS):
+        d = acc[acc["path"] == path]
+        if d.empty:
+            continue
+        table = d.pivot_table(index="t", columns="strength", values="value", sort=False).mul(100).round(1)
+        dd = delta[(delta["path"] == path) & (delta["strength"] == "hard")].set_index("t")
+        table["hard − none [95% CI]"] = [f"{100 * r.value:+.1f} [{100 * r.ci_low:+.1f}, {100 * r.ci_high:+.1f}]"
+                                         + (" *" if r.ci_low > 0 or r.ci_high < 0 else "") for r in dd.loc[table.index].itertuples()]
+        quality = d.drop_duplicates("t").set_index("t")[list(PATHS["both"])].mul(100).round(1)
+        quality.columns = [c.replace("_", " ") for c in quality.columns]
+        lines += [f"## {path}", "", pd.concat([quality, table], axis=1).reset_index().to_markdown(index=False), ""]
+    lines += ["## Break-even (`hard` beats `none` on dev target accuracy)", ""]
+    for path, e in even.items():
+        if e is None:
+            lines.append(f"- {path}: no point of the path, up to the oracle, where hard beats none on dev.")
+        else:
+            g = e["test_gain"]
+            lines.append(f"- {path}: from t = {e['t']:g} (" + ", ".join(f"{k.replace('_', ' ')} {_pct(e[k])}" for k in PATHS[path])
+                         + f" %); there, test hard − none {100 * g['value']:+.1f} [{100 * g['ci_low']:+.1f}, {100 * g['ci_high']:+.1f}].")
+    lines += ["", "The degraded memories place their errors at random; the configured memory's errors are not random "
+              "(they concentrate on look-alikes, which is where constraints are read), so its own accuracy (path "
+              "`configured memory`) can sit below the t = 0 point of a path with the same measured quality.", ""]
+    return "\n".join(lines)
+
+
+def headline(d: dict[str, Any]) -> dict[str, Any]:
+    """The test accuracy gain of hard over none with the configured memory, and each path's break-even point."""
+    out = {"memory quality: test hard - none (configured)": headline_value(d["configured_hard_minus_none"])}
+    for path, e in d["break_even"].items():
+        if e:  # a path with no break-even up to the oracle has no key
+            out[f"break-even t ({path})"] = e["t"]
+    return out
