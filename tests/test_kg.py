@@ -245,3 +245,42 @@ def test_an_extractor_model_runs_for_real_and_its_malformed_answers_are_counted(
     many = "[" + ",".join('{"subject": "Pikachu", "relation": "knows", "object": "Raichu"}' for _ in range(11)) + "]"
     cut = parse_answers([many], ["article:25"], _entities())
     assert len(cut.triples) == 8 and cut.problems == ["article:25: 11 facts, the first 8 kept"]
+
+
+def test_the_near_duplicate_check_flags_a_resized_reencoded_copy_and_nothing_else(tmp_path):
+    """The leakage check must be able to fail: a third-size copy of a catalog image, a JPEG of it, and the same image
+    recoloured are flagged as near-duplicates of it; a different drawing is not."""
+    from PIL import Image, ImageDraw
+
+    from polarcatalog.data.near_duplicates import hashes, near_duplicates
+
+    def drawing(path, shapes, fill="red", size=240, fmt="PNG", **save):
+        im = Image.new("RGB", (size, size), "white")
+        d = ImageDraw.Draw(im)
+        for box in shapes:
+            d.ellipse([int(v * size) for v in box], fill=fill)
+        im.save(path, fmt, **save)
+        return str(path)
+
+    catalog = [drawing(tmp_path / "a.png", [(0.1, 0.2, 0.6, 0.9), (0.5, 0.1, 0.9, 0.4)]),
+               drawing(tmp_path / "b.png", [(0.3, 0.1, 0.7, 0.5), (0.1, 0.5, 0.9, 0.9)])]
+    copy = drawing(tmp_path / "copy.png", [(0.1, 0.2, 0.6, 0.9), (0.5, 0.1, 0.9, 0.4)], size=80)
+    jpeg = drawing(tmp_path / "copy.jpg", [(0.1, 0.2, 0.6, 0.9), (0.5, 0.1, 0.9, 0.4)], size=160, fmt="JPEG", quality=90)
+    recoloured = drawing(tmp_path / "shiny.png", [(0.1, 0.2, 0.6, 0.9), (0.5, 0.1, 0.9, 0.4)], fill="darkred")
+    other = drawing(tmp_path / "other.png", [(0.05, 0.05, 0.3, 0.95), (0.6, 0.6, 0.95, 0.95)])
+    flag, nearest = near_duplicates(hashes([copy, jpeg, recoloured, other]), hashes(catalog))
+    assert flag.tolist() == [True, True, True, False] and nearest[:3].tolist() == [0, 0, 0]
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"not an image")
+    assert not near_duplicates(hashes([str(broken)]), hashes(catalog))[0].any()  # unreadable: matches nothing
+
+
+def test_the_label_shuffle_control_sits_at_chance_when_labels_are_shuffled():
+    from polarcatalog.stages.kg import shuffled_label_accuracy
+
+    rng = np.random.default_rng(0)
+    gold = rng.integers(0, 50, 4000)
+    answer = rng.random((4000, 50))
+    answer[np.arange(4000), gold] += 1.0  # a perfect answerer
+    out = shuffled_label_accuracy(answer, gold, seed=1)
+    assert out["accuracy"] == 1.0 and abs(out["accuracy, labels shuffled"] - 1 / 50) < 0.01 and out["chance"] == 1 / 50

@@ -29,11 +29,13 @@ SETS = ("all queries", "evidence deficit", "no deficit", "without catalog copies
 
 def bridge_rows(base: np.ndarray, answer: np.ndarray, gold: np.ndarray, links: sparse.csr_matrix, k: int,
                 budgets: Sequence[int], hops: int, protocol: Protocol, leaked: np.ndarray | None = None,
-                splits: Sequence[str] = ("test",), systems: Sequence[str] = SYSTEMS) -> tuple[pd.DataFrame, dict[int, Bridged]]:
+                splits: Sequence[str] = ("test",), systems: Sequence[str] = SYSTEMS, prefix: str = ""
+                ) -> tuple[pd.DataFrame, dict[int, Bridged]]:
     """Tidy rows (system, B, set, split, queries, metric, value, CI) for every budget, and +KGret's result per budget
     (candidates and provenance, for the audit trail). `base` / `answer` [Q, S]: every species' base-retriever and answerer score;
     `gold` [Q] catalog index (-1: not in the catalog); `leaked` [Q]: queries whose label can be had by lookup (a copy
-    of a catalog image), reported with and without."""
+    of a catalog image), reported with and without. `prefix` names the systems of a second base (`re-ranked: ` when
+    `base` is the answerer's own scores: +KGret bridging from the re-ranked top-k)."""
     top = top_by_score(base, k)
     short = deficit(top, gold)
     strata = {"all queries": np.arange(len(gold)), "evidence deficit": np.flatnonzero(short),
@@ -53,20 +55,22 @@ def bridge_rows(base: np.ndarray, answer: np.ndarray, gold: np.ndarray, links: s
             for set_name, idx in strata.items():
                 if len(idx):
                     rows += long_rows(protocol.take(idx), {m: v[idx] for m, v in values.items()}, splits=splits,
-                                      system=name, B=b, set=set_name)
+                                      system=prefix + name, B=b, set=set_name)
     return pd.DataFrame(rows), lists
 
 
 def paired_gain(base: np.ndarray, answer: np.ndarray, gold: np.ndarray, links: sparse.csr_matrix, k: int, budget: int,
                 hops: int, protocol: Protocol, metric: str = "completeness") -> dict[str, dict[str, float]]:
     """+KGret minus the budget-matched control, per stratum, with the paired species-bootstrap CI: the number that says
-    whether the graph recovers evidence a longer list would not. Reported whichever way it goes."""
+    whether the graph recovers evidence a longer list would not. Reported whichever way it goes, in the two strata
+    where it can differ: all queries and the evidence deficit. Where the base top-k holds the gold (no deficit) both
+    sets keep the top-k, so their completeness is equal by construction and no difference is computed."""
     top = top_by_score(base, k)
     short = deficit(top, gold)
     ours = evidence_values(kgret(base, k, links, budget, hops).candidates, answer, gold, k)[metric]
     ctrl = evidence_values(budget_matched(base, k, budget), answer, gold, k)[metric]
     out = {}
-    for set_name, mask in (("all queries", np.ones(len(gold), bool)), ("evidence deficit", short), ("no deficit", ~short)):
+    for set_name, mask in (("all queries", np.ones(len(gold), bool)), ("evidence deficit", short)):
         idx = np.flatnonzero(mask)
         if len(idx):
             iv = protocol.take(idx).difference(ours[idx], ctrl[idx])

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from polarcatalog.data.near_duplicates import hashes, near_duplicates
 from polarcatalog.eval.protocol import headline_value, headline_with_ci
 from polarcatalog.features.workspace import Workspace
 from polarcatalog.io import sha256_file
@@ -17,11 +18,26 @@ from polarcatalog.kg.triples import entity_id
 
 
 def leakage_flags(ws: Workspace) -> dict[str, np.ndarray]:
-    """The integrity checks of `kg.evaluate.leakage` on the workspace's queries against the catalog's anchor images."""
+    """The integrity checks on the workspace's queries against the catalog's anchor images: the label in the path and
+    a byte copy (`kg.completeness.leakage`), and a near-duplicate (a resized, re-encoded or recoloured copy:
+    `data.near_duplicates`), the check that a real leak would trip."""
     names = dict(zip(ws.species["species_id"], ws.species["name"]))
     catalog = {sha256_file(p) for p in ws.anchors["path"]}
-    return leakage(ws.queries["path"].tolist(), [names.get(s, "") for s in ws.queries["species_id"]],
-                   ws.queries["sha256"].tolist(), catalog)
+    flags = leakage(ws.queries["path"].tolist(), [names.get(s, "") for s in ws.queries["species_id"]],
+                    ws.queries["sha256"].tolist(), catalog)
+    near, _ = near_duplicates(hashes(ws.queries["path"].tolist()), hashes(ws.anchors["path"].tolist()))
+    return flags | {"near-duplicate of a catalog image": near}
+
+
+def shuffled_label_accuracy(answer: np.ndarray, gold: np.ndarray, seed: int) -> dict[str, float]:
+    """The label-shuffle control: accuracy@1 of the answerer against the gold labels permuted across queries. Any
+    leak through the evaluation itself (labels aligned by position, a label read from the query) would keep it above
+    chance; the real accuracy beside it."""
+    top = answer.argmax(1)
+    shuffled = np.random.default_rng(seed).permutation(gold)
+    ok = gold >= 0
+    return {"accuracy": float((top == gold)[ok].mean()), "accuracy, labels shuffled": float((top == shuffled)[ok].mean()),
+            "chance": 1.0 / answer.shape[1]}
 
 
 def audit(ws: Workspace, ids: np.ndarray, candidates: np.ndarray, via: np.ndarray, k: int, triples: pd.DataFrame
