@@ -88,17 +88,17 @@ def comparison_table(rows: list[Row], protocol: Protocol, baseline: str, n_speci
 
 def plot_data(rows: list[Row], protocol: Protocol, baseline: str) -> pd.DataFrame:
     """The figure's data (a DVC plot, committed): dev mRR@1, test mRR@1 with its CI, and the paired difference to the
-    baseline row with its CI, per configuration."""
+    baseline row with its CI, per configuration; at full precision (`write_csv` keeps 6 places), so that a table built
+    from it rounds once, as the retrieve stage's own table does."""
     m1 = RANK_METRICS.index("mRR@1")
     base = next(r for r in rows if r.label == baseline).values[:, m1]
     ivs = [protocol.interval(r.values[:, m1]) for r in rows]
     diffs = [protocol.difference(r.values[:, m1], base) for r in rows]
     return pd.DataFrame({"configuration": [r.label for r in rows], "baseline": [r.label == baseline for r in rows],
-                         "dev mRR@1": [round(protocol.mean(r.values[:, m1], "dev"), 4) for r in rows],
-                         "test mRR@1": [round(iv.value, 4) for iv in ivs],
-                         "ci_low": [round(iv.ci_low, 4) for iv in ivs], "ci_high": [round(iv.ci_high, 4) for iv in ivs],
-                         "delta": [round(d.value, 4) for d in diffs], "delta_low": [round(d.ci_low, 4) for d in diffs],
-                         "delta_high": [round(d.ci_high, 4) for d in diffs]})
+                         "dev mRR@1": [protocol.mean(r.values[:, m1], "dev") for r in rows],
+                         "test mRR@1": [iv.value for iv in ivs], "ci_low": [iv.ci_low for iv in ivs],
+                         "ci_high": [iv.ci_high for iv in ivs], "delta": [d.value for d in diffs],
+                         "delta_low": [d.ci_low for d in diffs], "delta_high": [d.ci_high for d in diffs]})
 
 
 def table_figure(data: pd.DataFrame, chance_level: float) -> plt.Figure:
@@ -165,7 +165,9 @@ def retrieval_markdown(table: pd.DataFrame, metrics: dict, configured: Mapping[s
         f"Protocol: {p['dev_species']} **dev** species ({p['dev_queries']} queries) make every choice; {p['test_species']} "
         f"**test** species ({p['test_queries']} queries) report it. Values in %, 95 % CIs from a paired bootstrap over "
         f"species ({p['bootstrap']} resamples; a species' regular and shiny sprites are resampled together). "
-        "Ties are pessimistic: the gold ranks after every species with the same score. Layout of VR-RAG Tables 2 and 5.", "",
+        "Ties are pessimistic: the gold ranks after every species with the same score. mRR@k and R@k rank **species**: "
+        "each species' chunks are reduced to its best one before ranking, so a species counts once (VR-RAG ranks chunks, "
+        "where one species can fill several places). Layout of VR-RAG Tables 2 and 5.", "",
         f"**Configured pipeline** (`params.yaml` retrieval: ensemble {'+'.join(configured['ensemble'])}, chunks "
         f"{configured['chunks']}, re-ranker {configured['reranker']}, λ={configured['lam']}, r={configured['r']}): "
         f"test mRR@1 {cell(c['all']['mRR@1'])}, mRR@10 {cell(c['all']['mRR@10'])}, R@10 {cell(c['all']['R@10'])} "

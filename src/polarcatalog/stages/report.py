@@ -111,6 +111,13 @@ def _table(plot: pd.DataFrame, index: list[str], columns: dict[str, tuple[str, s
     return out.to_markdown(index=False)
 
 
+def _strata_table(df: pd.DataFrame) -> str:
+    """Per stratum: test accuracy@1 over all queries with its 95 % CI, each query group as a point value (in %)."""
+    d = df.assign(cell=[_ci(r) if r["queries"] == "all" else f"{100 * r['value']:.1f}" for _, r in df.iterrows()])
+    wide = d.pivot_table(index="stratum", columns="queries", values="cell", aggfunc="first", sort=False)
+    return wide.rename(columns={"all": "all [95% CI]"}).reset_index().to_markdown(index=False)
+
+
 def _kg_section(kg: dict[str, Any]) -> list[str]:
     """The graph-RAG paper's question on this catalog: completeness of each system at the configured B, and +KGret
     against the budget-matched control per stratum, whichever way it goes."""
@@ -260,8 +267,7 @@ def results_markdown(params: Params, commit: str, m: dict[str, Any], plots: dict
         "Test accuracy@1 of the configured pipeline per generation (data: `plots/generation.csv`; figure "
         "`figures/report_generation.png`). The worst test queries beside their gold artwork and top-3: "
         "`figures/report_failures.png`.", "",
-        plots["generation"].pivot_table(index="stratum", columns="queries", values="value", sort=False)
-        .mul(100).round(1).reset_index().to_markdown(index=False), "",
+        _strata_table(plots["generation"]), "",
         "## What the embedded models can and cannot show", "",
         "The default run uses three small ImageNet CNNs (EfficientNet-Lite0/1/2) and MiniLM, offline on a CPU. They can show "
         "the method's mechanics and its relative effects with honest uncertainty: the anchor-based retrieval, the visual "
