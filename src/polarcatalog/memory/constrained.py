@@ -152,6 +152,19 @@ def covered(cq: ConstrainedQueries, proposed: np.ndarray, target: np.ndarray, sp
     return out
 
 
+def critical_recall(cq: ConstrainedQueries, proposed: np.ndarray, target: np.ndarray,
+                    species_nodes: dict[int, list[int]]) -> np.ndarray:
+    """Proposal Recall@K on the query-critical concepts (PolarMem Table 2's sense), per query: the share of its
+    constraint concepts proposed where they decide the query, Q+ on some node of the target and Q− on some node of the
+    distractor."""
+    out = np.zeros(len(cq.rows))
+    for i, (q, p, n, d) in enumerate(zip(cq.rows, cq.q_pos, cq.q_neg, cq.distractor)):
+        tn, dn = species_nodes.get(int(target[q]), []), species_nodes.get(int(d), [])
+        found = [bool(tn) and bool(proposed[tn][:, c].any()) for c in p] + [bool(dn) and bool(proposed[dn][:, c].any()) for c in n]
+        out[i] = np.mean(found) if found else np.nan
+    return out
+
+
 def query_image_concepts(query_scores: np.ndarray, proposer: Proposer, kappa: float) -> tuple[list[list[int]], list[list[int]]]:
     """The query image's own verified concepts (proposed, then partitioned like a catalog image): HAS -> Q+, NOT_HAS -> Q−.
     Queries have no local views (the embed stage encodes those for catalog images only), so `global_local`

@@ -13,7 +13,7 @@ import pandas as pd
 from polarcatalog.eval.protocol import Protocol, difference_rows, fixed_rows, long_rows
 from polarcatalog.memory import memories
 from polarcatalog.memory.constraints import Strength
-from polarcatalog.memory.constrained import ConstrainedQueries, covered, evaluate_strengths, query_image_concepts
+from polarcatalog.memory.constrained import ConstrainedQueries, covered, critical_recall, evaluate_strengths, query_image_concepts
 from polarcatalog.memory.polar_graph import PolarGraph, build_graph
 from polarcatalog.memory.inputs import GraphInputs
 from polarcatalog.memory.memories import Memory, density_matched_random, oracle_memory, pad_concepts
@@ -121,7 +121,8 @@ def coverage_axis(setup: PolarSetup, specs: list[ProposerSpec], protocol: Protoc
         hit = values["target mRR@1"]
         cov = covered(cq, g.proposed, setup.target, nodes)
         rows += long_rows(pq, {"overall score": hit, "score (covered)": np.where(cov, hit, np.nan),
-                               "score (missed)": np.where(cov, np.nan, hit), "covered queries": cov.astype(np.float64)},
+                               "score (missed)": np.where(cov, np.nan, hit), "covered queries": cov.astype(np.float64),
+                               "Proposal Recall@K (query-critical)": critical_recall(cq, g.proposed, setup.target, nodes)},
                           setting=label)
         eq = memories.edge_quality(memory, cand, concepts, inputs.truth)
         rows += fixed_rows({"concepts proposed per image": float(g.proposed.sum(1).mean()),

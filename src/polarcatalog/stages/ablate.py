@@ -178,7 +178,7 @@ AXES: dict[str, Axis] = {
                        headline_metrics=(r"target mRR@1", r"Conflict@\d+ \(ground truth\)")),
     "coverage": Axis("coverage", "setting", "overall score", False, polar_report.CAPTIONS["coverage"], _coverage,
                      lambda df, params: polar_report.coverage_figure(df), marks=_coverage_marks, point=_coverage_point,
-                     table_metrics=(r"overall score", r"score \(.*")),
+                     table_metrics=(r"overall score", r"score \(.*", r"Proposal Recall@K \(query-critical\)")),
     "bridge": Axis("bridge", "B", "completeness", False, kg_report.CAPTION, _bridge,
                    lambda df, params: kg_report.budget_figure(df), marks=lambda p: (p.kg.bridge, 0),
                    point=lambda v: {"kg.bridge": _plain(v)}, table_metrics=(r"completeness", r"Recall@\d+", r"accuracy"),
