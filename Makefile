@@ -10,10 +10,11 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml 2>/dev/null | sha256sum |
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: help venv system-deps repro test test-fast ui lab team-db team-server clean-features clean-venv
+.PHONY: help venv system-deps repro select test test-fast ui lab team-db team-server clean-features clean-venv
 help:
 	@echo "make repro  - create/update .venv, install, run 'dvc repro' (embedded default)"
 	@echo "make repro PROFILE=birds-offline | gpu-pokemon | gpu-birds  - a profile (params.<name>.yaml; README)"
+	@echo "make select - the selection pipeline (selection/dvc.yaml): the configured values, chosen on dev"
 	@echo "make test   - create/update .venv, install, run the test suite"
 	@echo "make test-fast - the tests not marked slow (no real pipeline runs)"
 	@echo "make ui     - MLflow UI on http://127.0.0.1:5000, opened on the runs list (the URL is printed)"
@@ -48,6 +49,10 @@ ifeq ($(strip $(PROFILE)),)
 else
 	$(BIN)/polarcatalog profile $(PROFILE)
 endif
+
+# The selection pipeline: the dev-only searches behind the configured values (after `make repro`: it reads the features).
+select: venv
+	$(BIN)/dvc repro selection/dvc.yaml
 
 # OS packages some tests start for real: PostgreSQL (team mode) and a headless Chromium (the MLflow UI check).
 # Installed with apt-get when missing (as root, or through sudo); elsewhere, install them the way your OS does.

@@ -17,7 +17,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
-PIPELINES = ("dvc.yaml", "birds/dvc.yaml")
+PIPELINES = ("dvc.yaml", "birds/dvc.yaml", "selection/dvc.yaml")
 
 
 def _module_files() -> dict[str, Path]:

@@ -330,6 +330,17 @@ class Reader(_Section):
     fuzzy_threshold: float = Field(0.85, gt=0.0, le=1.0)  # answer -> species: exact, alias, then fuzzy at this ratio
 
 
+class Selection(_Section):
+    """The search spaces of the selection pipeline (`selection/dvc.yaml`): every value is scored on dev only."""
+
+    lam: list[Annotated[float, Field(ge=0.0, le=1.0)]] = Field(default_factory=lambda: [0.5, 0.6, 0.7], min_length=1)
+    colour_invariant_dim: list[Annotated[int, Field(ge=0, le=256)]] = Field(default_factory=lambda: [0, 4, 16, 64], min_length=1)
+    hubness_k: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: [5, 10, 20, 40], min_length=1)
+    anchor_scale_ratio: list[Annotated[float, Field(gt=0.25, le=8.0)]] = Field(default_factory=lambda: [1.0, 1.6, 1.9, 2.6],
+                                                                                  min_length=1)
+    winners_curse_splits: int = Field(50, ge=2, le=1000)  # dev halvings that measure a winner's optimism
+
+
 class Tracking(_Section):
     experiment: str = Field("polarcatalog", min_length=1)
     uri: str | None = Field(None, min_length=1)  # a tracking server (team mode); null = sqlite:///<repo>/mlflow.db
@@ -347,6 +358,7 @@ class Params(_Section):
     kg: Kg = Field(default_factory=Kg)
     reader: Reader = Field(default_factory=Reader)
     birds: Birds = Field(default_factory=Birds)
+    selection: Selection = Field(default_factory=Selection)
     tracking: Tracking = Field(default_factory=Tracking)
 
     @model_validator(mode="after")

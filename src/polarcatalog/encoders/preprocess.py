@@ -7,8 +7,7 @@ work at all (cropping both to the content box and scale-matching moved Lite0's m
   upsamples it, so both carry the same level of detail;
 - unblock: pixel art shown enlarged (a nearest-neighbour upscale, also once saved as JPEG or WebP) is first brought
   back to its native pixels, so a sprite at 3x is seen as the sprite it is;
-- grey / hue shift: colour-robust views for palette swaps (shiny sprites), measured as levers in
-  `benchmarks/colour_levers.py`;
+- grey / hue shift: the recoloured views the colour-nuisance basis is learnt from (`features.colour_nuisance`);
 - flip: the mirror image. Sprites face either way: the retrieval averages an image's features with its flip's
   (`Workspace.with_flips`), for anchors and, as a test-time flip, for queries;
 - cell: one local view (PolarMem's "local slices"): an overlapping grid cell of the content square, then

@@ -8,9 +8,9 @@ alone (no query is seen), are projected out of every anchor and query feature of
 (`retrieval.colour_invariant`, `retrieval.colour_invariant_dim`; the projection is retrieval's query side,
 `retrieval.query_side.colour_invariant`): what is left is the drawing.
 
-Chosen on dev together with the ensemble members, re-ranker and λ (benchmarks/encoder_search.py). On its own it is a
-trade: it lifts the shiny sprites and costs the regular ones some points (the lever table's `no colour-nuisance
-projection` row in reports/retrieval.md, and reports/benchmarks/colour_levers.md).
+Chosen on dev together with the ensemble members, re-ranker and λ (the select_retrieval stage, reports/selection/
+retrieval.md). On its own it is a trade: it lifts the shiny sprites and costs the regular ones some points (the lever
+table's `no colour-nuisance projection` row in reports/retrieval.md).
 """
 
 from __future__ import annotations

@@ -198,10 +198,8 @@ def retrieval_markdown(table: pd.DataFrame, metrics: dict, configured: Mapping[s
         "and the hubness correction (CSLS, `retrieval.hubness`, over the same query statistics as the centring). "
         "Their Δ is the lever's effect on test; a lever whose CI includes 0 is not shown to help there. The "
         "`no colour-nuisance projection` row (when `retrieval.colour_invariant` is set) is the one lever chosen "
-        "jointly with the ensemble members on dev rather than on its own (`reports/benchmarks/encoder_search.md`): read "
-        "its regular and shiny columns, it trades one for the other. Other colour-robust levers for the shiny sprites "
-        "(grey and hue-shifted views), none of which beats the pipeline on dev, are measured with their test effects "
-        "in `reports/benchmarks/colour_levers.md` (`benchmarks/colour_levers.py`).",
+        "jointly with the ensemble members on dev rather than on its own (`reports/selection/retrieval.md`, the "
+        "selection pipeline's dev-only search): read its regular and shiny columns, it trades one for the other.",
         "- `text` rows use the chunk text alone. The embedded encoders have no text tower, so chunk text reaches "
         "their space through a ridge map from MiniLM fitted on other species only (cross-fitted by species folds); "
         f"its held-out cosine to the true anchor means is {', '.join(f'{k}: {v:.3f}' for k, v in metrics['bridge_cosine'].items())}. "

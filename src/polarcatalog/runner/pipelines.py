@@ -15,7 +15,7 @@ import yaml
 
 # The pipelines: the embedded default (`dvc repro`), and the bird pipeline (`dvc repro birds/dvc.yaml`, run by
 # `make repro PROFILE=birds-offline`), kept apart so the default run never needs the bird reference data.
-PIPELINES = ("dvc.yaml", "birds/dvc.yaml")
+PIPELINES = ("dvc.yaml", "birds/dvc.yaml", "selection/dvc.yaml")
 
 
 def _stages(root: Path, pipelines: tuple[str, ...] = PIPELINES) -> dict[str, dict[str, Any]]:

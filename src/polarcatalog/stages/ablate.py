@@ -248,8 +248,9 @@ def summary(df: pd.DataFrame, axis: Axis, configured: Any = None) -> dict[str, A
         dev = sel[sel["split"] == "dev"].reset_index(drop=True)
         best = dev.loc[dev["value"].idxmax()]
         chosen = _plain(best[axis.key])
+        key = "/".join([*(str(df[c].iloc[0]) for c in axis.across), str(chosen)])  # as the test records are named
         out["chosen_on_dev"] = {axis.key: chosen, "dev": round(float(best["value"]), 4),
-                                "test": out["test"][axis.metric][str(chosen)], "configured": configured}
+                                "test": out["test"][axis.metric][key], "configured": configured}
     return out
 
 
