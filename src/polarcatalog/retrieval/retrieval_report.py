@@ -52,11 +52,13 @@ def audit_table(queries: pd.DataFrame, ranking: Ranking, keep: int = 10) -> pd.D
 
 @dataclass
 class Row:
-    """One configuration of the comparison table and its per-query metric values ([Q, len(RANK_METRICS)])."""
+    """One configuration of the comparison table and its per-query metric values ([Q, len(RANK_METRICS)]). A `lever`
+    row is a choice (a robustness lever kept or not on dev): it shows dev only, never a test number."""
 
     label: str
     config: Mapping[str, Any]
     values: np.ndarray
+    lever: bool = False
 
 
 def comparison_table(rows: list[Row], protocol: Protocol, baseline: str, n_species: int) -> pd.DataFrame:
@@ -71,12 +73,13 @@ def comparison_table(rows: list[Row], protocol: Protocol, baseline: str, n_speci
         row = {"configuration": r.label, "ensemble": "+".join(cfg["ensemble"]), "chunks": cfg["chunks"],
                "re-ranker": cfg["reranker"] or "—", "λ": cfg["lam"] if cfg["reranker"] else float("nan"),
                "dev mRR@1": round(100 * protocol.mean(r.values[:, m1], "dev"), 1),
-               "test mRR@1 [95% CI]": ci_text(protocol.interval(r.values[:, m1])),
-               "Δ vs baseline": "baseline" if r.label == baseline else diff_text(protocol.difference(r.values[:, m1], base[:, m1]))}
+               "test mRR@1 [95% CI]": "— (a lever: dev only)" if r.lever else ci_text(protocol.interval(r.values[:, m1])),
+               "Δ vs baseline": "baseline" if r.label == baseline else "—" if r.lever else
+               diff_text(protocol.difference(r.values[:, m1], base[:, m1]))}
         for g in protocol.group_names[1:]:
-            row[f"test {g} mRR@1"] = round(100 * protocol.interval(r.values[:, m1], group=g).value, 1)
+            row[f"test {g} mRR@1"] = float("nan") if r.lever else round(100 * protocol.interval(r.values[:, m1], group=g).value, 1)
         for name in ("mRR@10", "R@10"):
-            row[f"test {name}"] = round(100 * protocol.interval(r.values[:, RANK_METRICS.index(name)]).value, 1)
+            row[f"test {name}"] = float("nan") if r.lever else round(100 * protocol.interval(r.values[:, RANK_METRICS.index(name)]).value, 1)
         out.append(row)
     c = chance(n_species)
     out.append({"configuration": "chance (uniform random ranking)", "ensemble": "—", "chunks": "—", "re-ranker": "—",
@@ -92,6 +95,7 @@ def plot_data(rows: list[Row], protocol: Protocol, baseline: str) -> pd.DataFram
     from it rounds once, as the retrieve stage's own table does."""
     m1 = RANK_METRICS.index("mRR@1")
     base = next(r for r in rows if r.label == baseline).values[:, m1]
+    rows = [r for r in rows if not r.lever]  # a lever is a choice: dev only, in the table, never plotted on test
     ivs = [protocol.interval(r.values[:, m1]) for r in rows]
     diffs = [protocol.difference(r.values[:, m1], base) for r in rows]
     return pd.DataFrame({"configuration": [r.label for r in rows], "baseline": [r.label == baseline for r in rows],
@@ -129,7 +133,7 @@ def retrieval_metrics(rows: list[Row], protocol: Protocol, configured: str, quer
                  for mode, label in query_protocols.items()}
     gain = ({"query_statistics_gain": protocol.difference(by[configured][:, m1], by[query_protocols["catalog"]][:, m1]).record("test")}
             if "catalog" in query_protocols and query_centre != "catalog" else {})
-    best = max(rows, key=lambda r: protocol.mean(r.values[:, m1], "dev"))
+    best = max(rows, key=lambda r: protocol.mean(r.values[:, m1], "dev"))  # a choice: its test number is not read
     test = lambda v, g="all": {m: protocol.interval(v[:, i], group=g).record("test") for i, m in enumerate(RANK_METRICS)}  # noqa: E731
     return {
         "protocol": protocol.describe(),
@@ -140,8 +144,7 @@ def retrieval_metrics(rows: list[Row], protocol: Protocol, configured: str, quer
         "query_protocols": protocols,
         **gain,
         "best_on_dev": {"configuration": best.label, "chosen_on": "dev", "dev_mRR@1": round(protocol.mean(best.values[:, m1], "dev"), 4),
-                        "mRR@1": protocol.interval(best.values[:, m1]).record("test"),
-                        "delta_vs_configured": protocol.difference(best.values[:, m1], by[configured][:, m1]).record("test")},
+                        "is_configured": best.label == configured},
         "anchor_scale_px": anchor_scale,
         "chance": {k: round(v, 6) for k, v in chance(n_species).items()},
         "bridge_cosine": {k: round(v, 4) for k, v in bridge_cosine.items()},
@@ -172,9 +175,11 @@ def retrieval_markdown(table: pd.DataFrame, metrics: dict, configured: Mapping[s
         f"{configured['chunks']}, re-ranker {configured['reranker']}, λ={configured['lam']}, r={configured['r']}): "
         f"test mRR@1 {cell(c['all']['mRR@1'])}, mRR@10 {cell(c['all']['mRR@10'])}, R@10 {cell(c['all']['R@10'])} "
         "(" + "; ".join(f"{g}: {cell(c[g]['mRR@1'])}" for g in groups) + ").", "",
-        f"**Best row on dev**: {b['configuration']} (dev mRR@1 {100 * b['dev_mRR@1']:.1f}): test mRR@1 {cell(b['mRR@1'])}, "
-        f"{100 * b['delta_vs_configured']['value']:+.1f} [{100 * b['delta_vs_configured']['ci_low']:+.1f}, "
-        f"{100 * b['delta_vs_configured']['ci_high']:+.1f}] vs the configured pipeline.", "",
+        f"**Best row on dev**: {b['configuration']} (dev mRR@1 {100 * b['dev_mRR@1']:.1f})"
+        + (": the configured pipeline." if b["is_configured"] else
+           f"; the configured pipeline's dev mRR@1 is {100 * metrics['configured_dev_mRR@1']:.1f}. A choice is read on dev "
+           "only: the configured values come from the selection pipeline's dev search ([selection/retrieval.md]"
+           "(selection/retrieval.md)), whose grid this table's rows are part of."), "",
         *([f"**Query-side protocols** (`retrieval.query_centre`, configured: `{metrics['query_centre']}`): test mRR@1 "
            + "; ".join(f"{mode} {cell(q['mRR@1'])}" for mode, q in metrics["query_protocols"].items()) + ". "
            + (f"The configured protocol's query statistics add {_diff_record(metrics['query_statistics_gain'])} over none at all "
@@ -196,10 +201,10 @@ def retrieval_markdown(table: pd.DataFrame, metrics: dict, configured: Mapping[s
         "pipeline, kept because it helped on dev: the test-time query flip (a query averaged with its mirror image), the "
         "anchor mirror, the anchor scale (compared without the anchor mirror, so against the `no anchor mirror` row) "
         "and the hubness correction (CSLS, `retrieval.hubness`, over the same query statistics as the centring). "
-        "Their Δ is the lever's effect on test; a lever whose CI includes 0 is not shown to help there. The "
-        "`no colour-nuisance projection` row (when `retrieval.colour_invariant` is set) is the one lever chosen "
+        "A lever is a choice, so its row shows dev only (no test number is read for a setting that is not "
+        "configured). The `no colour-nuisance projection` row (when `retrieval.colour_invariant` is set) is the one lever chosen "
         "jointly with the ensemble members on dev rather than on its own (`reports/selection/retrieval.md`, the "
-        "selection pipeline's dev-only search): read its regular and shiny columns, it trades one for the other.",
+        "selection pipeline's dev-only search).",
         "- `text` rows use the chunk text alone. The embedded encoders have no text tower, so chunk text reaches "
         "their space through a ridge map from MiniLM fitted on other species only (cross-fitted by species folds); "
         f"its held-out cosine to the true anchor means is {', '.join(f'{k}: {v:.3f}' for k, v in metrics['bridge_cosine'].items())}. "

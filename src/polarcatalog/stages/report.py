@@ -229,8 +229,10 @@ def results_markdown(params: Params, commit: str, m: dict[str, Any], plots: dict
                     if mode != r["query_centre"])
         + (f". The configured protocol's query statistics add {diff_text(Interval(**{k: r['query_statistics_gain'][k] for k in ('value', 'ci_low', 'ci_high')}, n=0))} "
            "over none (catalog-mean centring, VR-RAG's protocol)" if "query_statistics_gain" in r else "")
-        + f". Best row on dev: {r['best_on_dev']['configuration']}, "
-        f"test {_ci(r['best_on_dev']['mRR@1'])} ({_ci(r['best_on_dev']['delta_vs_configured'])} vs configured).", "",
+        + f". Best row on dev: {r['best_on_dev']['configuration']}"
+        + (" (the configured pipeline)." if r["best_on_dev"]["is_configured"] else
+           f" (dev mRR@1 {100 * r['best_on_dev']['dev_mRR@1']:.1f} against the configured pipeline's "
+           f"{100 * r['configured_dev_mRR@1']:.1f}; a choice, so its test number is not read)."), "",
         pd.DataFrame({"configuration": retrieval["configuration"], "dev mRR@1": (100 * retrieval["dev mRR@1"]).round(1),
                       "test mRR@1 [95% CI]": [_ci({"value": v, "ci_low": lo, "ci_high": hi}) for v, lo, hi in
                                               zip(retrieval["test mRR@1"], retrieval["ci_low"], retrieval["ci_high"])],
