@@ -25,15 +25,15 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Mapping
 
 from polarcatalog import config
-from polarcatalog.runner.pipelines import declaration
+from polarcatalog.runner.pipelines import PIPELINES, declaration
 from polarcatalog.io import write_json
 
 ENV = "POLARCATALOG_AUDIT"
 # Not stage inputs: code (its deps are a separate matter), the tools' own state, params.yaml (params are checked by
 # key instead), tracking stores, executed notebooks, and the content-addressed feature cache, which changes how
 # fast a stage runs, never what it computes.
-IGNORED = ("src", ".venv", ".git", ".dvc", "dvc.yaml", "dvc.lock", "params.yaml", "mlflow.db", "mlruns", "mlartifacts",
-           "reports/notebooks", "data/cache")
+IGNORED = ("src", ".venv", ".git", ".dvc", *PIPELINES, *(p.replace("dvc.yaml", "dvc.lock") for p in PIPELINES), "params.yaml",
+           "mlflow.db", "mlruns", "mlartifacts", "reports/notebooks", "data/cache")
 # The key of each params section in params.yaml: Retrieval -> "retrieval".
 SECTION_KEYS: dict[type, str] = {f.annotation: name for name, f in config.Params.model_fields.items()}
 

@@ -500,8 +500,8 @@ def test_dvc_plots_diff_renders_without_network(repo, tmp_path):
     from playwright.sync_api import sync_playwright
 
     root, env = repo
-    cli = str(Path(sys.executable).parent / "polarcatalog")
-    run_ok([cli, "plots-template", "--cache", str(ROOT / "data/cache/npm")], root, env)
+    tools = str(Path(sys.executable).parent / "polarcatalog-tools")
+    run_ok([tools, "plots-template", "--cache", str(ROOT / "data/cache/npm")], root, env)
     run_ok(["dvc", "plots", "diff", "HEAD", "-o", str(tmp_path / "plots")], root, env)
     page_file = tmp_path / "plots" / "index.html"
     assert "cdn.jsdelivr" not in page_file.read_text()
