@@ -33,11 +33,11 @@ def test_repo_params_are_valid_and_keep_what_the_papers_fix():
         ({"encoders.image": ["open_clip:ViT-B-32:/nowhere/clip.safetensors"]}, "encoders.image.0", "checkpoint file"),
         ({"dataset.domain": "birds"}, "dataset.domain", "unknown domain 'birds'; allowed: pokemon"),
         ({"curate.pokeapi_dir": "/nowhere/pokeapi"}, "curate.pokeapi_dir", "/nowhere/pokeapi is not a folder"),
-        ({"curate.filter_encoder": "open_clip:ViT-B-32:openai"}, "curate.filter_encoder", "allowed: efficientnet_lite0, efficientnet_lite1, efficientnet_lite2"),
+        ({"curate.filter_encoder": "open_clip:ViT-B-32-quickgelu:openai"}, "curate.filter_encoder", "allowed: efficientnet_lite0, efficientnet_lite1, efficientnet_lite2"),
         ({"graph.verifier": "oracle"}, "graph.verifier", "unknown verifier 'oracle'; allowed: probe, zero_shot, vlm"),
         ({"graph.constraint": "soft:-5"}, "graph.constraint", "allowed: none, hard, adaptive:<p_max > 0>, soft:<penalty >= 0>"),
         ({"ablations.constraint": ["hard", "medium"]}, "ablations.constraint.1", "allowed: none, hard, adaptive:<p_max > 0>, soft:"),
-        ({"retrieval.reranker": "open_clip:ViT-B-32:openai"}, "(top level)", "add them to encoders.image"),
+        ({"retrieval.reranker": "open_clip:ViT-B-32-quickgelu:openai"}, "(top level)", "add them to encoders.image"),
         ({"retrieval.k": 200}, "retrieval", "cannot exceed r"),
         ({"encoders.anchor_scale": 3}, "encoders.anchor_scale", "[8, 4096]"),
         ({"ablations.lam": [0.2, 2.0]}, "ablations.lam", "[0, 1]"),
@@ -139,11 +139,11 @@ def test_compound_values_are_typed_once_and_written_back_as_text():
     from polarcatalog.memory.constraints import Strength
     from polarcatalog.memory.propose import ProposerSpec
 
-    p = load_params(ROOT / "params.yaml", {"graph.constraint": "soft:0.03", "encoders.image": ["efficientnet_lite0", "open_clip:ViT-B-32:openai"],
+    p = load_params(ROOT / "params.yaml", {"graph.constraint": "soft:0.03", "encoders.image": ["efficientnet_lite0", "open_clip:ViT-B-32-quickgelu:openai"],
                                            "retrieval.ensemble": ["efficientnet_lite0"], "retrieval.reranker": None, "retrieval.colour_invariant": []})
     assert p.graph.constraint == Strength("soft", 0.03)
     assert load_params(ROOT / "params.yaml", {"graph.constraint": "adaptive:0.5"}).graph.constraint == Strength("adaptive", 0.5)
-    assert p.encoders.image[1] == EncoderSpec("open_clip", "ViT-B-32", "openai") and p.encoders.names[1] == "open_clip:ViT-B-32:openai"
+    assert p.encoders.image[1] == EncoderSpec("open_clip", "ViT-B-32-quickgelu", "openai") and p.encoders.names[1] == "open_clip:ViT-B-32-quickgelu:openai"
     assert p.ablations.coverage[0] == ProposerSpec("random_n", 6) and p.graph.proposer == ProposerSpec("top_n", 12)
     dumped = p.model_dump(mode="json")
     assert dumped["graph"]["constraint"] == "soft:0.03" and dumped["ablations"]["coverage"][-1] == "all"

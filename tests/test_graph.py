@@ -176,7 +176,7 @@ def test_zero_shot_scores_cover_catalog_queries_and_local_views(tiny_clip_name, 
     got = verifier.score(inputs)
     assert got.anchor.shape == (3, len(vocab)) and got.query.shape == (5, len(vocab)) and got.anchor_local.shape == (3, 4, len(vocab))
     with pytest.raises(ValueError, match="has no features"):
-        ZeroShotVerifier("open_clip:ViT-B-32:openai", "cpu", tmp_path / "cache").score(inputs)
+        ZeroShotVerifier("open_clip:ViT-B-32-quickgelu:openai", "cpu", tmp_path / "cache").score(inputs)
     ws.anchor_f["efficientnet_lite0"] = unit(3)
     with pytest.raises(ValueError, match="no text tower"):
         ZeroShotVerifier("efficientnet_lite0", "cpu", tmp_path / "cache").score(inputs)

@@ -34,7 +34,7 @@ def test_unknown_names_list_the_allowed_values(make, message):
 
 
 def test_known_names_build_what_they_name():
-    assert parse_encoder("open_clip:ViT-B-32:openai") == EncoderSpec("open_clip", "ViT-B-32", "openai")
+    assert parse_encoder("open_clip:ViT-B-32-quickgelu:openai") == EncoderSpec("open_clip", "ViT-B-32-quickgelu", "openai")
     assert parse_encoder("hf:facebook/dinov2-base").name == "hf:facebook/dinov2-base"
     assert isinstance(create_verifier("probe", folds=3), ProbeVerifier) and set(VERIFIERS) == {"probe", "zero_shot", "vlm"}
     assert create_proposer("multi_prompt:4", groups=("type",)).n == 4 and "all" in PROPOSERS
@@ -43,5 +43,16 @@ def test_known_names_build_what_they_name():
 
 
 def test_every_ablation_axis_has_its_values_in_params_and_back():
-    """The AXES registry and the `ablations` section name the same axes: one cannot gain an axis the other lacks."""
-    assert list(AXES) == list(Ablations.model_fields) and all(name == axis.name for name, axis in AXES.items())
+    """The AXES registry and the `ablations` section's axis lists name the same axes: one cannot gain an axis the other
+    lacks (`memory_quality_steps` is the memory_quality stage's knob, not an axis)."""
+    lists = [name for name, f in Ablations.model_fields.items() if str(f.annotation).startswith("list")]
+    assert list(AXES) == lists and all(name == axis.name for name, axis in AXES.items())
+
+
+def test_an_open_clip_name_whose_weights_need_quickgelu_on_a_gelu_architecture_is_refused():
+    """OpenAI's CLIP weights were trained with QuickGELU; open_clip builds `ViT-L-14` with GELU and only warns, so the
+    name is refused with the faithful one. No weights are read: open_clip's configs decide."""
+    with pytest.raises(ValueError, match="use open_clip:ViT-L-14-quickgelu:openai"):
+        parse_encoder("open_clip:ViT-L-14:openai")
+    assert parse_encoder("open_clip:ViT-L-14-quickgelu:openai").model == "ViT-L-14-quickgelu"
+    assert parse_encoder("open_clip:ViT-L-14:laion2b_s32b_b82k").pretrained == "laion2b_s32b_b82k"  # GELU-trained: fine

@@ -1,7 +1,7 @@
 """params.yaml, validated once: a bad key fails before any compute, naming the key and what is allowed.
 
 Every stage notebook and the CLI call `load_params(params_file, overrides)`; nothing else reads params.yaml.
-Compound values are parsed here, once, into the typed values the code consumes (`open_clip:ViT-B-32:openai` ->
+Compound values are parsed here, once, into the typed values the code consumes (`open_clip:ViT-B-32-quickgelu:openai` ->
 `EncoderSpec`, `soft:0.03` -> `Strength`, `top_n:6` -> `ProposerSpec`), by the same parsers and registries the
 runtime uses, so "fails before compute" holds for every key. This module sits above the library it configures:
 the library never reads params; the stages (`polarcatalog.stages`, `polarcatalog.from_params`) hand it these typed values.

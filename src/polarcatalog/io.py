@@ -39,5 +39,5 @@ def sha256_file(path: str | Path) -> str:
 
 
 def safe_name(name: str) -> str:
-    """`open_clip:ViT-B-32:openai` -> `open_clip_ViT-B-32_openai`: a name usable as a file name."""
+    """`open_clip:ViT-B-32-quickgelu:openai` -> `open_clip_ViT-B-32-quickgelu_openai`: a name usable as a file name."""
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)

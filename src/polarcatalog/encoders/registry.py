@@ -74,7 +74,21 @@ def parse_encoder(name: str | EncoderSpec, role: Role = "image") -> EncoderSpec:
         raise ValueError(f"unknown {role} encoder {name!r}; allowed: {', '.join(known)}{sized}, {FORMS}")
     if spec.checkpoint is not None and not spec.checkpoint.is_file():
         raise ValueError(f"{name}: checkpoint file {spec.checkpoint} not found (give a weights file, not a folder)")
+    if spec.family == "open_clip" and spec.checkpoint is None and spec.pretrained != "random":
+        _check_activation(spec)
     return spec
+
+
+def _check_activation(spec: EncoderSpec) -> None:
+    """Weights trained with QuickGELU (OpenAI's CLIP, and a few others) on an architecture built with GELU run, with only
+    a warning from open_clip, as a silently different model: refuse the name and give the faithful one."""
+    import open_clip  # heavy: torch; only for an open_clip name with a pretrained tag
+
+    tag_cfg = open_clip.get_pretrained_cfg(spec.model, spec.pretrained) or {}
+    model_cfg = open_clip.get_model_config(spec.model) or {}
+    if tag_cfg.get("quick_gelu") and not model_cfg.get("quick_gelu"):
+        raise ValueError(f"{spec}: the '{spec.pretrained}' weights were trained with QuickGELU, but {spec.model} is built "
+                         f"with GELU (open_clip only warns); use open_clip:{spec.model}-quickgelu:{spec.pretrained}")
 
 
 def has_text_tower(spec: str | EncoderSpec) -> bool:
