@@ -7,8 +7,9 @@ Three searches, each over the values in `selection`:
   every encoder): one or two members and a re-ranker, or all encoders as one score ensemble;
 - then, at the grid's winner, the CSLS neighbourhood `retrieval.hubness_k` and the anchor scale ratio
   `encoders.anchor_scale_ratio` (anchors re-encoded at each scale through the feature cache), one at a time.
-The report says whether params.yaml holds the winners, and how optimistic a winner's dev score is (the winner's
-curse): dev is halved by species many times, a winner is chosen on one half and scored on the other.
+A tie on dev goes to the configured value: a value changes only on a strictly better dev score. The report says
+whether params.yaml holds the winners, and how optimistic a winner's dev score is (the winner's curse): dev is
+halved by species many times, a winner is chosen on one half and scored on the other.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ def grid(names: list[str], base: Retrieval, lams: list[float], dims: list[int]) 
                                               "colour_invariant_dim": d or base.colour_invariant_dim})
                 out.append((f"{'+'.join(map(short, ens))} · re-rank {short(rr)} · λ {lam} · projection "
                             f"{'off' if d == 0 else f'd {d} on {scope}'}", cfg))
+        if scope == "ensemble":
+            continue  # with no re-ranker the ensemble is every encoder: its `all` row is the same configuration
         cfg = base.model_copy(update={"ensemble": list(names), "reranker": None, "lam": 1.0,
                                       "colour_invariant": [] if d == 0 else list(names),
                                       "colour_invariant_dim": d or base.colour_invariant_dim})
@@ -118,6 +121,11 @@ def optimism(trials: list[Trial], species: np.ndarray, splits: int, seed: int) -
             "p90": round(float(np.quantile(g, 0.9)), 6), "splits": splits}
 
 
+def best(trials: list[Trial], configured: Callable[[Trial], bool]) -> Trial:
+    """The best trial on dev; a tie goes to the configured one (a value changes only on a strictly better dev score)."""
+    return max(trials, key=lambda t: (round(float(t.dev.mean()), 12), configured(t)))
+
+
 def table(trials: list[Trial], configured: Callable[[Trial], bool], top: int = 25) -> pd.DataFrame:
     rows = sorted(trials, key=lambda t: -t.dev.mean())
     keep = [t for i, t in enumerate(rows) if i < top or configured(t)]
@@ -134,16 +142,18 @@ def same(a: Retrieval, b: Retrieval, keys: tuple[str, ...] = CHOSEN) -> bool:
 
 def summary(params: Params, joint: list[Trial], hubness: list[Trial], scale: list[Trial], gap: dict[str, float],
             n_dev: int) -> dict[str, Any]:
-    best = max(joint, key=lambda t: t.dev.mean())
-    best_k = max(hubness, key=lambda t: t.dev.mean())
-    best_r = max(scale, key=lambda t: t.dev.mean())
     rp, e = params.retrieval, params.encoders
-    chosen = {**{k: best.retrieval.model_dump(mode="json")[k] for k in CHOSEN}, "hubness_k": best_k.retrieval.hubness_k,
-              "anchor_scale_ratio": best_r.ratio}
+    top = best(joint, lambda t: same(t.retrieval, rp))
+    top_k = best(hubness, lambda t: t.retrieval.hubness_k == rp.hubness_k)
+    top_r = best(scale, lambda t: t.ratio == e.anchor_scale_ratio)
+    chosen = {k: v for k, v in top.retrieval.model_dump(mode="json").items() if k in CHOSEN}
+    if not chosen["colour_invariant"]:
+        chosen.pop("colour_invariant_dim")  # no projection: its size means nothing
+    chosen |= {"hubness_k": top_k.retrieval.hubness_k, "anchor_scale_ratio": top_r.ratio}
     return {"dev_queries": n_dev, "configurations": len(joint) + len(hubness) + len(scale),
-            "chosen": chosen, "chosen_dev_mRR@1": round(float(best.dev.mean()), 6),
-            "configured_is_chosen": {"joint": same(best.retrieval, rp), "hubness_k": best_k.retrieval.hubness_k == rp.hubness_k,
-                                     "anchor_scale_ratio": best_r.ratio == e.anchor_scale_ratio},
+            "chosen": chosen, "chosen_dev_mRR@1": round(float(top.dev.mean()), 6),
+            "configured_is_chosen": {"joint": same(top.retrieval, rp), "hubness_k": top_k.retrieval.hubness_k == rp.hubness_k,
+                                     "anchor_scale_ratio": top_r.ratio == e.anchor_scale_ratio},
             "optimism": gap}
 
 
