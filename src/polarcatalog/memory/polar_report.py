@@ -43,7 +43,8 @@ CAPTIONS = {  # how to read each ablation table (the markdown written by 05_abla
                 "each candidate's proposal set before partition); a query is covered when its constraint concepts "
                 "were proposed on the target's and the distractor's catalog images. Edge precision / recall are "
                 "measured on the pairs the queries read (pool candidates × constraint concepts); `catalog` columns "
-                "are properties of the memory, not means over queries.\n\n",
+                "are properties of the memory, not means over queries. `graph.proposer` is chosen on dev by the overall "
+                "score (the completion row is a variant, not a value of the proposer).\n\n",
 }
 
 

@@ -176,7 +176,7 @@ AXES: dict[str, Axis] = {
                        across=("memory",),
                        # the filter rate is 0 without a constraint by construction: the detail file has it
                        headline_metrics=(r"target mRR@1", r"Conflict@\d+ \(ground truth\)")),
-    "coverage": Axis("coverage", "setting", "overall score", False, polar_report.CAPTIONS["coverage"], _coverage,
+    "coverage": Axis("coverage", "setting", "overall score", True, polar_report.CAPTIONS["coverage"], _coverage,
                      lambda df, params: polar_report.coverage_figure(df), marks=_coverage_marks, point=_coverage_point,
                      table_metrics=(r"overall score", r"score \(.*", r"Proposal Recall@K \(query-critical\)")),
     "bridge": Axis("bridge", "B", "completeness", False, kg_report.CAPTION, _bridge,
