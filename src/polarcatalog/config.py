@@ -243,6 +243,8 @@ class Ablations(_Section):
         "random_n:6", "top_n:3", "top_n:6", "multi_prompt:6", "top_n:12", "multi_prompt:12", "top_n:24", "all")], min_length=1)
     bridge: list[int] = Field(default_factory=lambda: [0, 1, 2, 4, 8], min_length=1)  # B of +KGret (kg stage figure too)
     memory_quality_steps: int = Field(6, ge=2, le=21)  # points per path of the memory-quality curve, configured to oracle
+    kappa_sensitivity: list[Annotated[float, Field(ge=0.0, le=10.0)]] = Field(default_factory=lambda: [0.0, 0.25, 0.5, 1.0],
+                                                                               min_length=1)  # dev only: κ is a priori
 
     @field_validator("lam")
     @classmethod

@@ -83,6 +83,25 @@ def quality_curve(setup: PolarSetup, strengths: list[Strength], protocol: Protoc
     return pd.DataFrame(rows), start
 
 
+def kappa_sensitivity(setup: PolarSetup, kappas: list[float], protocol: Protocol) -> pd.DataFrame:
+    """κ is fixed a priori (PolarMem gives no value): the configured memory rebuilt at each κ, its edge quality on the
+    pairs the queries read and the dev target accuracy under `none`, the configured strength and `hard`. Dev only:
+    a sensitivity check, not a choice."""
+    cq = setup.queries
+    cand, concepts = setup.asked(cq)
+    pq = protocol.take(cq.rows)
+    strengths = list(dict.fromkeys([Strength.parse("none"), setup.strength, Strength.parse("hard")]))
+    rows = []
+    for kappa in kappas:
+        memory = setup.graph(setup.proposer).memory(setup.inputs.species_ids, kappa, setup.completion)
+        quality = edge_quality(memory, cand, concepts, setup.inputs.truth)
+        row = {"κ": kappa, **{k.replace("_", " "): round(100 * quality[k], 1) for k in QUALITY}}
+        for label, values in setup.evaluate(cq, memory, strengths):
+            row[f"dev {label}"] = round(100 * pq.mean(values[ACCURACY], "dev"), 1)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def _dev(df: pd.DataFrame, strength: str) -> pd.DataFrame:
     sel = (df["split"] == "dev") & (df["queries"] == "all") & (df["metric"] == ACCURACY) & (df["strength"] == strength)
     return df[sel].set_index(["path", "t"])["value"]
@@ -139,7 +158,8 @@ def _pct(v: float) -> str:
     return f"{100 * v:.1f}"
 
 
-def markdown(df: pd.DataFrame, start: dict[str, float], even: dict[str, Any], n_queries: int) -> str:
+def markdown(df: pd.DataFrame, start: dict[str, float], even: dict[str, Any], n_queries: int,
+             kappas: pd.DataFrame | None = None) -> str:
     test = df[(df["split"] == "test") & (df["queries"] == "all")]
     acc = test[test["metric"] == ACCURACY]
     delta = test[test["metric"] == f"Δ {ACCURACY} vs none"]
@@ -173,6 +193,10 @@ def markdown(df: pd.DataFrame, start: dict[str, float], even: dict[str, Any], n_
               "are not random (they fall on the species a query confuses, where a wrong edge costs most), so its own "
               "accuracy (path `configured memory`) can sit below the t = 0 point of a path with the same measured quality: "
               "the gap is what the structure of its errors costs, beyond their rate.", ""]
+    if kappas is not None:
+        lines += ["## κ sensitivity (dev only)", "",
+                  "κ sets the UNCERTAIN margin δ = κ·σ_w; it is fixed a priori, since PolarMem gives no value. The configured "
+                  "memory rebuilt at each κ, dev target accuracy@1 in %:", "", kappas.to_markdown(index=False), ""]
     return "\n".join(lines)
 
 
