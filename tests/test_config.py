@@ -139,7 +139,8 @@ def test_compound_values_are_typed_once_and_written_back_as_text():
     from polarcatalog.memory.constraints import Strength
     from polarcatalog.memory.propose import ProposerSpec
 
-    p = load_params(ROOT / "params.yaml", {"graph.constraint": "soft:0.03", "encoders.image": ["efficientnet_lite0", "open_clip:ViT-B-32-quickgelu:openai"],
+    p = load_params(ROOT / "params.yaml", {"graph.constraint": "soft:0.03", "graph.proposer": "top_n:12",
+                                           "encoders.image": ["efficientnet_lite0", "open_clip:ViT-B-32-quickgelu:openai"],
                                            "retrieval.ensemble": ["efficientnet_lite0"], "retrieval.reranker": None, "retrieval.colour_invariant": []})
     assert p.graph.constraint == Strength("soft", 0.03)
     assert load_params(ROOT / "params.yaml", {"graph.constraint": "adaptive:0.5"}).graph.constraint == Strength("adaptive", 0.5)
