@@ -181,7 +181,8 @@ def test_one_mlflow_run_per_stage_with_notebook_and_figures(repo):
     runs = {r.info.run_name: r for r in parents}
     assert sorted(r.info.run_name for r in parents) == sorted(["fetch", "curate", "embed", "retrieve", "graph", "kg",
                                                                "ablate@lam", "ablate@top_k", "ablate_polar@constraint",
-                                                               "ablate_polar@coverage", "ablate_kg@bridge", "report"])
+                                                               "ablate_polar@coverage", "ablate_kg@bridge", "memory_quality",
+                                                               "report"])
     assert all(r.info.status == "FINISHED" for r in parents + children)
     # one child run per ablation value, under its axis
     lam_children = [c for c in children if c.data.tags["mlflow.parentRunId"] == runs["ablate@lam"].info.run_id]
@@ -254,7 +255,7 @@ def test_each_stage_declares_a_few_flat_headline_numbers(repo):
     assert all(path.startswith("reports/metrics/") for path in declared) and len(declared) == len(stages) - 2  # not check, report
     files = {f.stem: json.loads(f.read_text()) for f in (root / "reports/metrics").glob("*.json")}
     assert set(files) == {"fetch", "curation", "embed", "retrieval", "graph", "kg", "ablate_lam", "ablate_top_k",
-                          "ablate_constraint", "ablate_coverage", "ablate_bridge", "birds"}  # birds: birds/dvc.yaml
+                          "ablate_constraint", "ablate_coverage", "ablate_bridge", "memory_quality", "birds"}  # birds: birds/dvc.yaml
     for name, values in files.items():
         assert 1 <= len(values) <= 8 and all(isinstance(v, (int, float)) for v in values.values()), (name, values)
     keys = [k for values in files.values() for k in values]
@@ -341,9 +342,8 @@ def test_cli_evaluate_on_a_tiny_folder(repo, tmp_path):
     metrics = json.loads((tmp_path / "out/metrics.json").read_text())
     assert metrics["labelled"]["n"] == 3 and metrics["unlabelled"] == 1 and metrics["quarantined"] == 3
     assert metrics["folder"]["not_images"] == ["bulbasaur/README.txt"]
-    # 4 images < retrieval.min_center_batch: the configured batch centring falls back to small_batch_centre (each query
-    # alone with the statistics of the pipeline's dev sprites), and says so
-    assert metrics["query_centring"]["by"] == "reference" and "too few to centre the queries by this folder's own mean" in out
+    # the configured query side: each query alone, with the statistics of the pipeline's dev sprites, and it says so
+    assert metrics["query_centring"]["by"] == "reference" and "each query scored on its own" in out
     assert "statistics of the pipeline's dev sprites" in out and "retrieval.small_batch_centre=catalog" in out
     # or by the catalog mean, on request
     cat = run_ok([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(q), "--out", str(tmp_path / "cat"),

@@ -37,5 +37,5 @@ def headline(d: dict[str, Any]) -> dict[str, Any]:
     every, read = d["edges"], d["evaluated_edges"]["with critical completion"]
     keys = ("has_precision", "has_recall", "not_has_precision", "not_has_recall")
     return {**{k.replace("_", " "): round(float(every[k]), 4) for k in keys},
-            **{f"{k.replace('_', ' ')} (read, completed)": round(float(read[k]), 4) for k in keys},
+            **{f"{k.replace('_', ' ')} (read, completed)": round(float(read[k]), 4) for k in keys[2:]},
             "proposal recall": round(float(d["proposal_recall"]), 4)}
