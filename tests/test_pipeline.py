@@ -344,7 +344,8 @@ def test_cli_evaluate_on_a_tiny_folder(repo, tmp_path):
     assert metrics["folder"]["not_images"] == ["bulbasaur/README.txt"]
     # the configured query side: each query alone, with the statistics of the pipeline's dev sprites, and it says so
     assert metrics["query_centring"]["by"] == "reference" and "each query scored on its own" in out
-    assert "statistics of the pipeline's dev sprites" in out and "retrieval.small_batch_centre=catalog" in out
+    note = metrics["query_centring"]["note"]
+    assert "statistics of the pipeline's dev sprites" in note and "retrieval.query_centre=catalog" in note
     # or by the catalog mean, on request
     cat = run_ok([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(q), "--out", str(tmp_path / "cat"),
                   "--set", "retrieval.small_batch_centre=catalog"], root, env).stdout

@@ -301,7 +301,8 @@ def _centring(rp: Any, n_queries: int, by: str) -> dict[str, Any]:
                 f"of reports/retrieval.md). For images far from sprites, compare with --set "
                 f"retrieval.small_batch_centre={other}")
     elif by == "reference":
-        note = f"each query scored on its own, {how} (retrieval.query_centre: reference)"
+        note = (f"each query scored on its own, {how} (retrieval.query_centre: reference); for images far from "
+                "sprites, compare with --set retrieval.query_centre=catalog")
     return {"by": by, "note": note}
 
 

@@ -264,8 +264,8 @@ def headline(df: pd.DataFrame, axis: Axis, out: dict[str, Any], params: Params) 
         c = out["chosen_on_dev"]
         t = c["test"]
         name = f"test {axis.metric} at chosen {axis.key}"
-        return {f"chosen {axis.key} (dev)": c[axis.key], name: r4(t["value"]), f"{name} lo": r4(t["ci_low"]),
-                f"{name} hi": r4(t["ci_high"])}
+        chosen = {f"chosen {axis.key} (dev)": c[axis.key]} if isinstance(c[axis.key], (int, float)) else {}  # metrics are numbers
+        return {**chosen, name: r4(t["value"]), f"{name} lo": r4(t["ci_low"]), f"{name} hi": r4(t["ci_high"])}
     sel = df[(df["split"] == "test") & (df["queries"] == "all")
              & df["metric"].map(lambda m: _matches(m, axis.headline_metrics or (re.escape(axis.metric),)))]
     for col in _ids(df, axis):
