@@ -348,7 +348,7 @@ def test_cli_evaluate_on_a_tiny_folder(repo, tmp_path):
     assert "statistics of the pipeline's dev sprites" in note and "retrieval.query_centre=catalog" in note
     # or by the catalog mean, on request
     cat = run_ok([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(q), "--out", str(tmp_path / "cat"),
-                  "--set", "retrieval.small_batch_centre=catalog"], root, env).stdout
+                  "--set", "retrieval.query_centre=catalog"], root, env).stdout
     assert json.loads((tmp_path / "cat/metrics.json").read_text())["query_centring"]["by"] == "catalog"
     assert "centred by the catalog mean" in cat and "3 labelled queries" in cat
     assert sorted(Path(r["path"]).name for r in metrics["folder"]["quarantined"]) == ["blank.jpg", "broken.png",
