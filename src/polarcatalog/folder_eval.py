@@ -300,9 +300,9 @@ def _centring(rp: Any, n_queries: int, by: str) -> dict[str, Any]:
                 f"(retrieval.small_batch_centre: {by}; the `dev-query statistics` and `catalog-mean centring` rows "
                 f"of reports/retrieval.md). For images far from sprites, compare with --set "
                 f"retrieval.small_batch_centre={other}")
-    elif by == "reference":
-        note = (f"each query scored on its own, {how} (retrieval.query_centre: reference); for images far from "
-                "sprites, compare with --set retrieval.query_centre=catalog")
+    elif by in ("reference", "catalog"):
+        note = f"each query scored on its own, {how} (retrieval.query_centre: {by})" + (
+            "; for images far from sprites, compare with --set retrieval.query_centre=catalog" if by == "reference" else "")
     return {"by": by, "note": note}
 
 
