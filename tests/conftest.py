@@ -87,11 +87,52 @@ def snapshot_repo(repo: Path, edit_params: Callable[[dict[str, Any]], None], ext
     params = yaml.safe_load((repo / "params.yaml").read_text())
     edit_params(params)
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "MLFLOW_TRACKING_URI": f"sqlite:///{repo}/mlflow.db", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", **extra_env}
-    env.pop("POLARCATALOG_ROOT", None)
+    env = repo_env(repo, extra_env)
     run_ok(["git", "init", "-q"], repo, env)
     run_ok(["git", "add", "-A"], repo, env)
     run_ok(["git", "commit", "-qm", "snapshot"], repo, env)
     return env
+
+
+def repo_env(repo: Path, extra_env: dict[str, str]) -> dict[str, str]:
+    """The environment to run `dvc` in a test repository: this venv's bin first, the repository's own MLflow store."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "MLFLOW_TRACKING_URI": f"sqlite:///{repo}/mlflow.db", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", **extra_env}
+    env.pop("POLARCATALOG_ROOT", None)
+    return env
+
+
+@pytest.fixture(scope="session")
+def tiny_pipeline(tmp_path_factory, worker_id) -> Path:
+    """The folder of the tiny pipeline's real `dvc repro` (tests/tiny_pipeline.py), built once per test session: under
+    xdist the first worker to ask builds it while the other waits. A module takes its own copy (`tiny_pipeline.checkout`)."""
+    import fcntl
+
+    from tests import tiny_pipeline as tiny
+
+    shared_tmp = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        shared_tmp = shared_tmp.parent  # the session's folder that every worker's basetemp sits in
+    folder, failed = shared_tmp / "tiny-pipeline", shared_tmp / "tiny-pipeline.failed"
+    with open(shared_tmp / "tiny-pipeline.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if failed.exists():
+            pytest.fail(f"the tiny pipeline's build failed in another worker:\n{failed.read_text()}")
+        if not (folder / "built").exists():
+            try:
+                tiny.build(folder)
+            except BaseException as exc:  # pytest.fail from run_ok too: the waiting worker reports it, not rebuilds
+                failed.write_text(str(exc)[-8000:])
+                raise
+            (folder / "built").touch()
+    return folder
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run order (with `--dist loadfile`, each file goes to one worker, in this order): the real pipeline builds first,
+    the tests that only copy a built pipeline last, so the second worker reaches them after the build, not waiting."""
+    first = ("test_pipeline.py", "test_birds_pipeline.py")
+    last = ("test_pipeline_tools.py",)
+    rank = lambda item: 0 if item.path.name in first else 2 if item.path.name in last else 1  # noqa: E731
+    items.sort(key=rank)  # stable: the files' own order is kept within each group
