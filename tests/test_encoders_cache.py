@@ -7,7 +7,8 @@ import pytest
 import torch
 from PIL import Image, ImageOps
 
-from polarcatalog.encoders import ImageEncoder, TextEncoder, create_encoder, has_text_tower
+from polarcatalog.encoders import ImageEncoder, TextEncoder, create_encoder, has_text_tower, image_encoder
+from polarcatalog.encoders.registry import DeferredImageEncoder
 from polarcatalog.data.regions import content_box
 from polarcatalog.encoders.preprocess import Preprocess, apply, derive, local_views
 from polarcatalog.features.cache import CacheError, FeatureCache
@@ -57,6 +58,26 @@ def test_open_clip_through_the_cache(tiny_clip_name, images, tmp_path):
     np.testing.assert_allclose(first[0], enc.encode_images([mirror])[0], atol=1e-5)
     texts = encode_texts(enc, ["a red bird", "a blue fish"], tmp_path / "cache", stats=stats)
     assert texts.shape == (2, 16) and stats["misses"] == 12
+
+
+@pytest.mark.parametrize("name", ["efficientnet_lite0@64", "open_clip:{tiny}:random"])
+def test_a_rerun_that_finds_every_vector_in_the_cache_never_builds_the_model(name, tiny_clip_name, images, tmp_path):
+    """`image_encoder` knows the id without the model: the first run builds it on its first miss; a second run over the
+    same images finds every vector and never builds it (no model library imported, no weights read)."""
+    name = name.format(tiny=tiny_clip_name)
+    views = Preprocess(content_box=True, scale_to=None, flip=False)
+    first = image_encoder(name, "cpu")
+    assert isinstance(first, DeferredImageEncoder) and first._built is None
+    a, _ = encode_image_files(first, images, tmp_path / "cache", views)
+    assert first._built is not None and first._built.id == first.id  # built on the misses, under the id it announced
+    again = image_encoder(name, "cpu")
+    stats: dict[str, int] = {}
+    b, ok = encode_image_files(again, images, tmp_path / "cache", views, stats=stats)
+    assert again._built is None and stats == {"hits": len(images), "misses": 0} and ok.all()
+    np.testing.assert_array_equal(a, b)
+    # an id that is not the built encoder's would file its vectors under another model's keys: refused when built
+    with pytest.raises(RuntimeError, match="differs from the built encoder"):
+        DeferredImageEncoder("efficientnet_lite0@pypi:99px:ort", lambda: create_encoder(name, "image", "cpu")).dim
 
 
 def test_open_clip_local_checkpoint_file_reproduces_embeddings(tiny_clip_name, images, tmp_path):

@@ -16,7 +16,7 @@ import pandas as pd
 from polarcatalog.config import Params
 from polarcatalog.data.images import Quarantine
 from polarcatalog.data.query_folder import QueryFolder, listed, read_query_folder
-from polarcatalog.encoders import create_encoder
+from polarcatalog.encoders import image_encoder
 from polarcatalog.eval.metrics import gold_ranks, summarize
 from polarcatalog.encoders.preprocess import Preprocess
 from polarcatalog.features.embedding import AnchorScale, choose_anchor_scale, encode_anchor_views
@@ -160,7 +160,7 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     quarantine = Quarantine(out / "quarantine")
     cache = root / "data/cache/features"
     e = params.encoders
-    encoders = {n: create_encoder(e.spec(n), "image", e.device, e.runtime) for n in needed}
+    encoders = {n: image_encoder(e.spec(n), e.device, e.runtime) for n in needed}  # built only on a cache miss
     view = query_view(params)
     q_views = [view, view.flipped()] if ws.has_flips else [view]
     feats, ok, stats = {}, np.ones(len(q), bool), {"queries": {}, "anchors": {}}  # feature cache hits / misses

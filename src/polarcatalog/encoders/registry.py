@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal, overload
+from typing import Any, Callable, Literal, overload
 
 from polarcatalog.encoders.encoder_types import ImageEncoder, TextEncoder
+from polarcatalog.encoders.identity import EFFICIENTNET_INPUT_PX, efficientnet_id, open_clip_id
 
 Role = Literal["image", "text"]
 PACKAGED_IMAGE = ("efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2")
@@ -104,6 +105,45 @@ def has_text_tower(spec: str | EncoderSpec) -> bool:
     except OSError as exc:
         raise ValueError(f"{spec.name}: cannot read its config.json ({exc}); give a local folder or a cached hub id") from None
     return hasattr(config, "text_config")
+
+
+class DeferredImageEncoder:
+    """An image encoder whose model is built on its first use beyond `id`: a caller that finds every vector it needs
+    in the feature cache (a rerun on the same folder) never pays for the model library's import or the weights."""
+
+    def __init__(self, encoder_id: str, build: Callable[[], ImageEncoder]):
+        self.id = encoder_id
+        self._build = build
+        self._built: ImageEncoder | None = None
+
+    @property
+    def built(self) -> ImageEncoder:
+        if self._built is None:
+            self._built = self._build()
+            if self._built.id != self.id:  # the id is every cache key: a wrong one would serve another model's vectors
+                raise RuntimeError(f"deferred encoder id {self.id!r} differs from the built encoder's {self._built.id!r}")
+        return self._built
+
+    def __getattr__(self, name: str) -> Any:  # dim, encode_images, prepare, ...: whatever the built encoder has
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.built, name)
+
+
+def image_encoder(name: str | EncoderSpec, device: str = "auto", runtime: str = "auto") -> ImageEncoder:
+    """`create_encoder(name, "image", ...)`, deferred (`DeferredImageEncoder`) where the id is known without the model:
+    the packaged EfficientNets and open_clip names."""
+    spec = parse_encoder(name, "image")
+    build = lambda: create_encoder(spec, "image", device, runtime)  # noqa: E731
+    if spec.family == "open_clip":
+        return DeferredImageEncoder(open_clip_id(spec.model, spec.pretrained), build)
+    if spec.family == "efficientnet":
+        from polarcatalog.device import resolve_device  # heavy: torch (not the model library)
+        from polarcatalog.encoders import onnx_runtime
+
+        onnx = onnx_runtime.use_onnx(runtime, resolve_device(device), spec.model)
+        return DeferredImageEncoder(efficientnet_id(spec.model, spec.size or EFFICIENTNET_INPUT_PX[spec.model], onnx), build)
+    return build()
 
 
 # The implementations import torch and their model library: each factory imports its module when called.

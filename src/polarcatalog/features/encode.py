@@ -64,16 +64,17 @@ def encode_image_views(encoder: ImageEncoder, paths: Sequence[str | Path], cache
     shas = list(shas) if shas is not None else [sha256_file(p) if Path(p).is_file() else "missing" for p in paths]
     at = decode_size(views)
     keys = [[item_key(encoder.id, cached_view_key(v, at), s) for s in shas] for v in views]
-    out = [np.zeros((len(shas), encoder.dim), np.float32) for _ in views]
-    missing = np.zeros((len(views), len(shas)), bool)
-    for j, vkeys in enumerate(keys):
-        found, cached = cache.get(vkeys)
+    lookups = [cache.get(vkeys) for vkeys in keys]
+    missing = np.array([~found for found, _ in lookups], bool).reshape(len(views), len(shas))
+    todo = np.flatnonzero(missing.any(0))
+    # the width from the cache when it holds everything: a deferred encoder (registry.image_encoder) is then never built
+    dim = next((c.shape[1] for _, c in lookups if c is not None), None) if not len(todo) else None
+    out = [np.zeros((len(shas), dim or encoder.dim), np.float32) for _ in views]
+    for j, (found, cached) in enumerate(lookups):
         _count(stats, found)
         if cached is not None:
             out[j][found] = cached
-        missing[j] = ~found
     ok = np.ones(len(shas), dtype=bool)
-    todo = np.flatnonzero(missing.any(0))
     if not len(todo):
         return out, ok
     done: list[list[int]] = [[] for _ in views]
