@@ -128,32 +128,6 @@ def test_the_kg_stage_builds_the_catalogs_graph_and_reports_kgret_against_its_co
     assert "budget-matched" in (root / "reports/kg.md").read_text()
 
 
-def test_cli_evaluate_runs_the_kg_experiment_on_a_users_folder(repo, tmp_path):
-    root, env = repo
-    cli = str(Path(sys.executable).parent / "polarcatalog")
-    sprites = root / "data/raw/pokesprite/package/pokemon-gen8/shiny"
-    q = tmp_path / "q"
-    for slug in ("ivysaur", "charmeleon", "wartortle"):
-        (q / slug).mkdir(parents=True)
-        shutil.copy(sprites / f"{slug}.png", q / slug / "a.png")
-    out = run_ok([cli, "evaluate", "--queries", str(q), "--kgret", "2", "--out", str(tmp_path / "o")], root, env).stdout
-    assert "+KGret (B = 2)" in out and "budget-matched top-7 completeness" in out, out
-    m = json.loads((tmp_path / "o/metrics.json").read_text())["kgret"]
-    assert m["B"] == 2 and m["labelled"] == 3 and 0 <= m["completeness (labelled)"] <= 1
-    pred = pd.read_csv(tmp_path / "o/predictions.csv")
-    import ast
-
-    for listed, added in zip(pred["predicted_names"].map(ast.literal_eval), pred["bridged_names"].map(ast.literal_eval)):
-        assert len(listed) <= 5 + 2 and len(added) <= 2 and set(added) <= set(listed)
-    # composed with a constraint: the same evidence sets, re-ordered by the polarized memory (hard: no conflict first)
-    run_ok([cli, "evaluate", "--queries", str(q), "--kgret", "2", "--where", "a green Pokémon that is not a fire type",
-         "--strength", "hard", "--out", str(tmp_path / "w")], root, env)
-    both = pd.read_csv(tmp_path / "w/predictions.csv")
-    for states, listed, before in zip(both["states"].map(json.loads), both["predicted_names"].map(ast.literal_eval),
-                                      pred["predicted_names"].map(ast.literal_eval)):
-        assert states == sorted(states, reverse=True) and sorted(listed) == sorted(before)
-
-
 def _stage_runs(env):
     mlflow.set_tracking_uri(env["MLFLOW_TRACKING_URI"])
     runs = mlflow.search_runs(experiment_names=["polarcatalog"], output_format="list")

@@ -1,6 +1,8 @@
-"""The tools a team uses around a built pipeline, each on a copy of the tiny pipeline (tests/tiny_pipeline.py):
-queued DVC experiments from an unactivated shell, `dvc plots diff` and the MLflow UI in a real headless Chromium, team
-mode against PostgreSQL and a tracking server, and a DVC remote that carries every output to another checkout."""
+"""What people do with a built pipeline besides reading its reports, on a copy of the tiny pipeline
+(tests/tiny_pipeline.py): the knowledge-graph experiment on a user's folder, queued DVC experiments from an unactivated
+shell, `dvc plots diff` and the MLflow UI in a real headless Chromium, team mode against PostgreSQL and a tracking
+server, and a DVC remote that carries every output to another checkout. (Apart from tests/test_pipeline.py so that
+the two halves run on the two test workers.)"""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import time
 from pathlib import Path
 
 import mlflow
+import pandas as pd
 import pytest
 import yaml
 from mlflow import MlflowClient
@@ -26,6 +29,32 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def repo(tiny_pipeline, tmp_path_factory):
     return tiny.checkout(tiny_pipeline, tmp_path_factory.mktemp("pipeline_tools") / "tiny")
+
+
+def test_cli_evaluate_runs_the_kg_experiment_on_a_users_folder(repo, tmp_path):
+    root, env = repo
+    cli = str(Path(sys.executable).parent / "polarcatalog")
+    sprites = root / "data/raw/pokesprite/package/pokemon-gen8/shiny"
+    q = tmp_path / "q"
+    for slug in ("ivysaur", "charmeleon", "wartortle"):
+        (q / slug).mkdir(parents=True)
+        shutil.copy(sprites / f"{slug}.png", q / slug / "a.png")
+    out = run_ok([cli, "evaluate", "--queries", str(q), "--kgret", "2", "--out", str(tmp_path / "o")], root, env).stdout
+    assert "+KGret (B = 2)" in out and "budget-matched top-7 completeness" in out, out
+    m = json.loads((tmp_path / "o/metrics.json").read_text())["kgret"]
+    assert m["B"] == 2 and m["labelled"] == 3 and 0 <= m["completeness (labelled)"] <= 1
+    pred = pd.read_csv(tmp_path / "o/predictions.csv")
+    import ast
+
+    for listed, added in zip(pred["predicted_names"].map(ast.literal_eval), pred["bridged_names"].map(ast.literal_eval)):
+        assert len(listed) <= 5 + 2 and len(added) <= 2 and set(added) <= set(listed)
+    # composed with a constraint: the same evidence sets, re-ordered by the polarized memory (hard: no conflict first)
+    run_ok([cli, "evaluate", "--queries", str(q), "--kgret", "2", "--where", "a green Pokémon that is not a fire type",
+         "--strength", "hard", "--out", str(tmp_path / "w")], root, env)
+    both = pd.read_csv(tmp_path / "w/predictions.csv")
+    for states, listed, before in zip(both["states"].map(json.loads), both["predicted_names"].map(ast.literal_eval),
+                                      pred["predicted_names"].map(ast.literal_eval)):
+        assert states == sorted(states, reverse=True) and sorted(listed) == sorted(before)
 
 
 def _free_port() -> int:
