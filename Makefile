@@ -74,7 +74,7 @@ test: venv system-deps
 	@# pipeline run last (tests/conftest.py orders them). The slowest tests are listed: keep the suite well under 10 minutes.
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=12 tests
 
-# The developer's loop: every test but the real pipeline runs (marked `slow`).
+# The developer's loop: every test that starts no notebook kernel, pipeline or browser (those are marked `slow`).
 test-fast: venv
 	$(BIN)/python -m pytest -q -n 2 -m "not slow" tests
 

@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from polarcatalog.numerics import pin_process
+from polarcatalog.runner.nbfile import import_nbformat
 
 pin_process()  # before numpy loads, as the `polarcatalog` command does
+import_nbformat()  # before any test module imports nbformat or papermill: without jsonschema's IRI grammar (3 s)
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

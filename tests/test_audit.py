@@ -133,6 +133,7 @@ def test_nothing_is_written_unless_asked(root, tmp_path, monkeypatch):
     assert audit.finish("ablate@lam") is None and not list(tmp_path.rglob("*.json"))
 
 
+@pytest.mark.slow  # a real Jupyter kernel
 def test_a_kernel_started_with_the_audit_env_installs_it(tmp_path):
     """sitecustomize.py runs in a Jupyter kernel (and only there): the stage's tracking functions are wrapped."""
     import subprocess

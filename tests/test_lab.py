@@ -90,10 +90,11 @@ def _serve(app: str, root: Path):
         proc.wait(timeout=30)
 
 
-@pytest.fixture
-def server(tmp_path):
-    """A real jupyter_server (the one JupyterLab runs on)."""
-    yield from _serve("jupyter_server", tmp_path)
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A real jupyter_server (the one JupyterLab runs on), shared by the REST tests below: each reads the bytes it
+    compares from the server's folder at its own start."""
+    yield from _serve("jupyter_server", tmp_path_factory.mktemp("jupyter_server"))
 
 
 def test_opening_running_and_saving_without_edits_leaves_every_notebook_byte_identical(server):
@@ -125,7 +126,7 @@ def test_an_edit_is_saved(server):
 
 def test_an_executed_copy_keeps_its_outputs(server):
     url, token, root = server
-    (root / "reports").mkdir()
+    (root / "reports").mkdir(exist_ok=True)
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1", execution_count=1,
                                                                  outputs=[nbformat.v4.new_output("execute_result", {"text/plain": "1"}, execution_count=1)])])
     _request(f"{url}/api/contents/reports/run.ipynb", token, "PUT", {"type": "notebook", "format": "json", "content": nb})
@@ -138,6 +139,7 @@ def lab(tmp_path):
     yield from _serve("jupyterlab", tmp_path)
 
 
+@pytest.mark.slow  # JupyterLab, a kernel and Chromium
 def test_in_a_real_jupyterlab_opening_and_saving_changes_no_notebook(lab):
     """Chromium drives JupyterLab as a person does: open a stage notebook, let its kernel start, check that Lab
     does not mark it modified, press Ctrl+S, and compare the file's bytes (what `dvc status` compares)."""

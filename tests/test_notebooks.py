@@ -42,6 +42,7 @@ def test_each_notebook_is_a_papermill_stage(path):
     assert all(executed not in s.get("deps", []) for s in STAGES.values())
 
 
+@pytest.mark.slow  # a real papermill kernel
 def test_run_notebook_imports_the_checkouts_src_and_reports_each_cell_quietly(tmp_path):
     """What every stage runs: the kernel imports from this checkout's src/ (an experiment's copy, not the editable
     install's workspace), parameters are injected, and the terminal gets one line per cell and no kernel warnings."""

@@ -25,9 +25,16 @@ def test_every_profile_file_is_registered_and_every_profile_has_its_file():
 
 @pytest.mark.parametrize("name", list(profiles.PROFILES))
 def test_every_profile_passes_check_params(name):
-    proc = subprocess.run([CLI, "check-params", "--profile", name], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    """In process: `profiles.resolve` is what `check-params --profile` validates with (the command runs below)."""
+    params = profiles.resolve(name, ROOT)[0]
+    assert params.model_dump(mode="json")
+
+
+def test_check_params_with_a_profile_prints_the_resolved_params():
+    proc = subprocess.run([CLI, "check-params", "--profile", "birds-offline"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert yaml.safe_load(proc.stdout)  # the resolved params, as JSON
+    assert yaml.safe_load(proc.stdout) == profiles.resolve("birds-offline", ROOT)[0].model_dump(mode="json")
 
 
 def test_a_profile_changes_exactly_the_keys_its_overlay_sets():

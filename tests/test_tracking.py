@@ -74,6 +74,7 @@ def _only_run():
     return runs[0]
 
 
+@pytest.mark.slow  # a real papermill kernel
 def test_finished_run_has_params_metrics_tags_and_notebook(workspace):
     _run(workspace, "ok", ["run.finish()"])
     run = _only_run()
@@ -95,6 +96,7 @@ def test_finished_run_has_params_metrics_tags_and_notebook(workspace):
     assert client.get_experiment_by_name("polarcatalog").tags["mlflow.experimentKind"] == "custom_model_development"
 
 
+@pytest.mark.slow  # a real papermill kernel
 def test_a_dvc_experiment_run_reaches_the_main_store_with_its_name(workspace, tmp_path_factory, monkeypatch):
     """What DVC sets for a stage of `dvc exp run --temp` or a queued experiment: the run must land in DVC_ROOT's
     store (the temporary copy's own would be deleted with it), named and tagged with the experiment."""
@@ -112,6 +114,7 @@ def test_a_dvc_experiment_run_reaches_the_main_store_with_its_name(workspace, tm
         "run_kind": "pipeline", "dvc_experiment": "bushy-lamb", "dvc_baseline_rev": "a" * 40}
 
 
+@pytest.mark.slow  # a real papermill kernel
 def test_child_runs_carry_their_points_whole_configuration(workspace):
     _run(workspace, "sweep", ['run.log_child("lam=0.3", {"ablation.axis": "lam", "retrieval.lam": 0.3}, {"mRR@1": 0.25})',
                               "run.finish()"])
@@ -122,6 +125,7 @@ def test_child_runs_carry_their_points_whole_configuration(workspace):
     assert child.data.metrics == {"mRR_at_1": 0.25} and child.data.tags["dvc_stage"] == "probe"
 
 
+@pytest.mark.slow  # a real papermill kernel
 def test_raising_notebook_leaves_failed_run_and_executed_copy_with_error(workspace):
     with pytest.raises(papermill.PapermillExecutionError, match="kaboom"):
         _run(workspace, "boom", ['raise RuntimeError("kaboom")', "run.finish()"])
@@ -137,6 +141,7 @@ def test_raising_notebook_leaves_failed_run_and_executed_copy_with_error(workspa
     assert executed.cells[-1].execution_count is None
 
 
+@pytest.mark.slow  # a real papermill kernel
 def test_invalid_params_fail_before_any_run_is_opened(workspace):
     with pytest.raises(papermill.PapermillExecutionError, match="retrieval.lam"):
         _run(workspace, "bad", ["run.finish()"], overrides={"retrieval.lam": 7})
@@ -245,6 +250,7 @@ def test_an_ablation_headline_reports_the_configured_setting_and_its_reference_n
         "test R@k (10)": 0.6, "test R@k (10) lo": 0.55, "test R@k (10) hi": 0.65}
 
 
+@pytest.mark.slow  # a real papermill kernel
 def test_a_run_whose_process_died_is_closed_when_the_next_stage_starts(workspace):
     """SIGKILL mid-stage leaves no FAILED hook to run: the next stage run on this host ends it as KILLED."""
     import socket
