@@ -72,7 +72,7 @@ system-deps:
 test: venv system-deps
 	@# Two workers, one test file each at a time; the real pipeline builds start first and the tests that copy a built
 	@# pipeline run last (tests/conftest.py orders them). The slowest tests are listed: keep the suite well under 10 minutes.
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=12 tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=12 tests
 
 # The developer's loop: every test that starts no notebook kernel, pipeline or browser (those are marked `slow`).
 test-fast: venv

@@ -191,7 +191,7 @@ def test_team_mode_a_stage_runs_against_postgresql_and_a_tracking_server(repo, t
     url = f"http://127.0.0.1:{port}"
     mlflow_bin = str(Path(sys.executable).parent / "mlflow")
     server = subprocess.Popen(team.mlflow_server_command(mlflow_bin, backend, artifacts, port=port), start_new_session=True,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              env={**os.environ, **team.SERVER_ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         team.wait_for_server(url, process=server)
         run_ok(["dvc", "repro", "--force", "--single-item", "ablate@top_k"], root, {**env, "MLFLOW_TRACKING_URI": url})

@@ -39,7 +39,7 @@ def team_server(
     """Run the team's MLflow tracking server; clients set tracking.uri (or MLFLOW_TRACKING_URI) to its URL."""
     cmd = team.mlflow_server_command(mlflow_bin(), backend, artifacts, host, port)
     typer.echo(f"runs and artifacts at http://{host}:{port} ({backend}; {artifacts})")
-    os.execv(cmd[0], cmd)
+    os.execve(cmd[0], cmd, {**os.environ, **team.SERVER_ENV})
 
 
 @app.command("plots-template")

@@ -133,7 +133,8 @@ def retrieval_metrics(rows: list[Row], protocol: Protocol, configured: str, quer
                  for mode, label in query_protocols.items()}
     gain = ({"query_statistics_gain": protocol.difference(by[configured][:, m1], by[query_protocols["catalog"]][:, m1]).record("test")}
             if "catalog" in query_protocols and query_centre != "catalog" else {})
-    best = max(rows, key=lambda r: protocol.mean(r.values[:, m1], "dev"))  # a choice: its test number is not read
+    # a choice (its test number is not read); a tie goes to the configured row, as in the selection pipeline
+    best = max(rows, key=lambda r: (round(protocol.mean(r.values[:, m1], "dev"), 12), r.label == configured))
     test = lambda v, g="all": {m: protocol.interval(v[:, i], group=g).record("test") for i, m in enumerate(RANK_METRICS)}  # noqa: E731
     return {
         "protocol": protocol.describe(),

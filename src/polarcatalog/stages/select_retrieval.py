@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from polarcatalog.config import Params, Retrieval
-from polarcatalog.encoders import create_encoder
+from polarcatalog.encoders import image_encoder
 from polarcatalog.encoders.preprocess import Preprocess
 from polarcatalog.eval.metrics import RANK_METRICS
 from polarcatalog.eval.splits import species_folds
@@ -53,7 +53,7 @@ def colour_bases(ws: Workspace, params: Params, cache: Path) -> dict[str, np.nda
     view = Preprocess(e.content_box, ws.manifest["anchor_scale"])
     out = dict(ws.colour_basis)
     for name in (n for n in ws.anchor_f if n not in out):
-        enc = create_encoder(e.spec(name), "image", e.device, e.runtime)
+        enc = image_encoder(e.spec(name), e.device, e.runtime)  # built only on a cache miss
         out[name] = learn_basis(enc, ws.anchors["path"].tolist(), cache, view, e.batch_size)
     return out
 
@@ -96,7 +96,7 @@ def scale_views(ws: Workspace, params: Params, ratios: list[float], cache: Path)
     e = params.encoders
     dev_paths = ws.queries.loc[ws.queries["split"] == "dev", "path"].tolist()
     measured = query_content_scale(dev_paths, seed=params.dataset.seed)
-    encoders = {n: create_encoder(e.spec(n), "image", e.device, e.runtime) for n in ws.anchor_f}
+    encoders = {n: image_encoder(e.spec(n), e.device, e.runtime) for n in ws.anchor_f}  # built only on a cache miss
     out = {}
     for ratio in ratios:
         views = encode_anchor_views(encoders, ws.anchors["path"].tolist(), cache, Preprocess(e.content_box, round(ratio * measured)),
