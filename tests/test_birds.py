@@ -74,3 +74,24 @@ def test_image_root_resolves_files_and_lists_missing(catalog, tmp_path):
     with pytest.raises(ValueError, match="unknown bird benchmark 'cub200'"):
         load_benchmark("cub200", splits, catalog)
     assert isinstance(b.classes, pd.DataFrame)
+
+
+def test_a_catalog_without_any_cub_class_reports_that_instead_of_crashing():
+    """`birds.species_limit` below the first CUB class: no text query exists; the stage's table, figure, reading and
+    headline say so, and the headline keeps the numbers that exist."""
+    import numpy as np
+
+    from polarcatalog.config import load_params
+    from polarcatalog.stages import birds_reference as birds
+    from tests.conftest import ROOT
+
+    params = load_params(ROOT / "params.yaml")
+    queries = pd.DataFrame({"species_id": pd.Series([], dtype=int), "joined": [], "descriptors": []})
+    galleries = [("all catalog species", np.arange(5), np.eye(5, 8, dtype=np.float32))]
+    rows = birds.text_retrieval(galleries, np.zeros((0, 8), np.float32), [], queries, params)
+    assert rows.empty and list(rows.columns) == birds.ROW_COLUMNS
+    assert birds.retrieval_table(rows)["query"].tolist() == [birds.NO_CLASS]
+    assert birds.NO_CLASS in birds.reading(rows, {"species": 120, "text_sources": ["avilist-2025"]})
+    assert birds.retrieval_figure(rows).axes
+    headline = birds.headline({"catalog": {"species": 120}, "text_retrieval": {}, "anchor_filter": {"auc": 0.9}})
+    assert headline == {"bird species": 120, "anchor filter AUC": 0.9}

@@ -90,6 +90,8 @@ def text_retrieval(galleries: list[tuple[str, np.ndarray, np.ndarray]], joined_v
     gold = queries["species_id"].to_numpy()
     if (gold < 0).any():
         raise ValueError("text_retrieval takes the queries whose species is in the catalog (species_id >= 0)")
+    if not len(gold):  # a small catalog (`birds.species_limit`) may hold none of CUB's classes: nothing to score
+        return pd.DataFrame(columns=ROW_COLUMNS)
     ev = params.eval
     protocol = Protocol.of(gold, dev_test_split(gold, ev.dev_fraction, ev.seed), ["cub"] * len(gold),
                            ev.bootstrap, ev.seed, ev.confidence)
@@ -146,8 +148,19 @@ def benchmark_table(bp: Birds, cat: BirdCatalog) -> tuple[pd.DataFrame, dict[str
     return pd.DataFrame(rows), missing
 
 
+ROW_COLUMNS = ["query", "gallery", "species", "split", "queries", "metric", "value", "ci_low", "ci_high", "n"]
+NO_CLASS = "no CUB class in the catalog"
+
+
+def scored(rows: pd.DataFrame) -> pd.DataFrame:
+    """The test rows over all queries: empty when no CUB class is a catalog species (or none fell on the test side)."""
+    return rows[(rows["split"] == "test") & (rows["queries"] == "all")]
+
+
 def retrieval_table(rows: pd.DataFrame) -> pd.DataFrame:
     """Test rows first, then dev: point [CI] per metric, and the chance floor of each gallery."""
+    if rows.empty:
+        return pd.DataFrame([{"split": "-", "gallery": "-", "query": NO_CLASS, "classes": 0}])
     out = []
     for (split, gallery, query), g in rows.groupby(["split", "gallery", "query"], sort=False):
         g = g[g["queries"] == "all"].set_index("metric")
@@ -170,11 +183,16 @@ def retrieval_figure(rows: pd.DataFrame):
     import matplotlib.pyplot as plt  # heavy: figures only in the notebook
     import seaborn as sns  # heavy (same)
 
-    t = rows[(rows["split"] == "test") & (rows["queries"] == "all") & rows["metric"].isin(["mRR@1", "R@10"])]
+    t = scored(rows)
+    t = t[t["metric"].isin(["mRR@1", "R@10"])]
     galleries = list(dict.fromkeys(t["gallery"]))
     series = list(dict.fromkeys(zip(t["query"], t["metric"])))
     colours = sns.color_palette("deep", len(series))
     fig, ax = plt.subplots(figsize=(7, 3.4))
+    if t.empty:
+        ax.text(0.5, 0.5, f"{NO_CLASS}'s test split: raise birds.species_limit", ha="center", va="center")
+        ax.set_axis_off()
+        return fig
     width = 0.8 / len(series)
     for j, ((query, metric), colour) in enumerate(zip(series, colours)):
         s = t[(t["query"] == query) & (t["metric"] == metric)].set_index("gallery").loc[galleries]
@@ -210,8 +228,11 @@ def filter_figure(images: pd.DataFrame, threshold: float, name: str):
 
 def reading(rows: pd.DataFrame, catalog_stats: dict) -> str:
     """What the text-retrieval table says, from its own test numbers (mRR@1, descriptors joined)."""
-    t = rows[(rows["split"] == "test") & (rows["queries"] == "all") & (rows["metric"] == "mRR@1")
-             & (rows["query"] == "descriptors joined")].set_index("gallery")
+    t = scored(rows)
+    t = t[(t["metric"] == "mRR@1") & (t["query"] == "descriptors joined")].set_index("gallery")
+    if t.empty or t["n"].max() == 0:
+        return (f"Nothing to read: {NO_CLASS}'s test split at {catalog_stats['species']:,} species (CUB's classes are "
+                "spread over the whole checklist; raise `birds.species_limit`).")
     cell = lambda g: ci_text(Interval(t.at[g, "value"], t.at[g, "ci_low"], t.at[g, "ci_high"], int(t.at[g, "n"])))  # noqa: E731
     closed, control = "CUB's species", "CUB's species, text = CUB attributes"
     n_closed = int(t.at[closed, "species"])
@@ -297,8 +318,9 @@ def markdown(catalog_stats: dict, table_md: str, rows: pd.DataFrame, filt: dict,
 def headline(d: dict[str, Any]) -> dict[str, Any]:
     """The bird reference run: open-world text retrieval (descriptors joined, all species) and the same queries
     against CUB's species described by their attributes (the control), each with its CI; the anchor filter's AUC."""
-    t = d["text_retrieval"]
+    t = d["text_retrieval"]  # empty when no CUB class is a catalog species: the headline then has no text numbers
+    shown = {"test text mRR@1 (all species)": "all catalog species/descriptors joined/mRR@1",
+             "test text mRR@1 (CUB attribute texts)": "CUB's species, text = CUB attributes/descriptors joined/mRR@1"}
     return {"bird species": d["catalog"]["species"],
-            **headline_with_ci("test text mRR@1 (all species)", t["all catalog species/descriptors joined/mRR@1"]),
-            **headline_with_ci("test text mRR@1 (CUB attribute texts)", t["CUB's species, text = CUB attributes/descriptors joined/mRR@1"]),
+            **{k: v for name, key in shown.items() if t.get(key, {}).get("n") for k, v in headline_with_ci(name, t[key]).items()},
             "anchor filter AUC": d["anchor_filter"]["auc"]}
