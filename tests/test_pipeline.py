@@ -294,23 +294,19 @@ def test_cli_evaluate_on_a_tiny_folder(repo, tmp_path):
     assert metrics["query_centring"]["by"] == "reference" and "each query scored on its own" in out
     note = metrics["query_centring"]["note"]
     assert "statistics of the pipeline's dev sprites" in note and "retrieval.query_centre=catalog" in note
-    # or by the catalog mean, on request
-    cat = run_ok([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(q), "--out", str(tmp_path / "cat"),
-                  "--set", "retrieval.query_centre=catalog"], root, env).stdout
-    assert json.loads((tmp_path / "cat/metrics.json").read_text())["query_centring"]["by"] == "catalog"
-    assert "centred by the catalog mean" in cat and "3 labelled queries" in cat
     assert sorted(Path(r["path"]).name for r in metrics["folder"]["quarantined"]) == ["blank.jpg", "broken.png",
                                                                                        "transparent.png"]
     pred = pd.read_csv(tmp_path / "out/predictions.csv")
     assert sorted(pred["query_id"]) == ["4/a.png", "Squirtle/a.png", "bulbasaur/a.png", "unlabelled.png"]
     assert set(pred["gold_species_id"].dropna().astype(int)) == {1, 4, 7}
-    # labels from a CSV instead of folders; an unknown species id is counted, not scored
+    # labels from a CSV instead of folders (an unknown species id is counted, not scored), centred by the catalog mean
     labels = tmp_path / "labels.csv"
     labels.write_text("image,species_id\nbulbasaur/a.png,1\nSquirtle/a.png,7\n4/a.png,99999\n")  # 99999: no such species
-    run_ok([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(q), "--labels", str(labels),
-         "--out", str(tmp_path / "out2")], root, env)
+    cat = run_ok([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(q), "--labels", str(labels),
+                  "--out", str(tmp_path / "out2"), "--set", "retrieval.query_centre=catalog"], root, env).stdout
     m2 = json.loads((tmp_path / "out2/metrics.json").read_text())
     assert m2["labelled"]["n"] == 2 and m2["unknown_labels"] == 1
+    assert m2["query_centring"]["by"] == "catalog" and "centred by the catalog mean" in cat and "2 labelled queries" in cat
     bad = subprocess.run([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(tmp_path / "nope")],
                          cwd=root, env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "not a folder" in bad.stderr
