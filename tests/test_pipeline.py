@@ -397,12 +397,22 @@ def test_second_repro_does_nothing_and_forced_rerun_is_identical(repo):
     assert time.perf_counter() - start < 30
     assert "didn't change, skipping" in out and "Running stage" not in out
     assert "up to date" in run_ok(["dvc", "status", "dvc.yaml"], root, env).stdout
-    # seeded: the same metrics and results section (it names the snapshot's commit, still HEAD here) ...
+    # the results committed, as in a fresh clone of a repository that holds them (the results section names the last
+    # commit of code or params: still the snapshot's)
+    run_ok(["git", "add", "-A"], root, env)
+    run_ok(["git", "commit", "-qm", "results of the tiny run"], root, env)
+    # seeded: the same metrics and results section ...
     reports = ("curation.json", "graph.json", "ablate_constraint.json", "README.md")
     before = {name: (root / "reports" / name).read_bytes() for name in reports}
     lock = (root / "dvc.lock").read_text()
-    run_ok(["dvc", "repro", "--force", "--single-item", "curate", "graph", "ablate_polar@constraint", "report"], root, env)
+    forced = ["curate", "graph", "ablate_polar@constraint", "report"]
+    run_ok(["dvc", "repro", "--force", "--single-item", *forced], root, env)
     for name in reports:
         assert (root / "reports" / name).read_bytes() == before[name], name
     # ... and every output's hash (no timings in a report, no unseeded figure): `dvc.lock` does not churn on a rerun
     assert (root / "dvc.lock").read_text() == lock
+    assert not subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True).stdout
+    # each rerun saw a clean checkout, although DVC deleted the stage's git-tracked reports before running it
+    parents, _ = _stage_runs(env)
+    latest = {s: max((r for r in parents if r.info.run_name == s), key=lambda r: r.info.start_time) for s in forced}
+    assert {s: r.data.tags["git_dirty"] for s, r in latest.items()} == dict.fromkeys(forced, "false")

@@ -69,3 +69,14 @@ def declaration(root: Path, stage: str) -> dict[str, Any]:
     name, _, item = stage.partition("@")
     entry = _stages(root)[name]
     return _substitute(entry["do"], item) if "foreach" in entry else entry
+
+
+def stage_outputs(root: Path, stage: str) -> list[str]:
+    """Every path `stage` writes (its outs, metrics and plots in dvc.yaml): DVC deletes them before the stage runs, so
+    a git-tracked one is missing from the work tree while the stage runs. Empty for a stage dvc.yaml does not hold."""
+    try:
+        entry = declaration(root, stage)
+    except (KeyError, FileNotFoundError):
+        return []
+    return [out if isinstance(out, str) else next(iter(out))
+            for kind in ("outs", "metrics", "plots") for out in entry.get(kind) or []]

@@ -29,7 +29,7 @@ import mlflow
 import pandas as pd
 
 from polarcatalog import __version__
-from polarcatalog.runner.pipelines import declaration, dvc_stage
+from polarcatalog.runner.pipelines import declaration, dvc_stage, stage_outputs
 from polarcatalog.config import Params, flatten
 from polarcatalog.paths import repo_root
 
@@ -93,8 +93,10 @@ EXPERIMENT_KIND = "mlflow.experimentKind"
 
 def provenance_tags(root: Path, stage: str, notebook: str) -> dict[str, str]:
     commit = _git(root, "rev-parse", "HEAD")
-    # dvc.lock is rewritten by `dvc repro` itself between stages: it does not make the code dirty.
-    status = _git(root, "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)dvc.lock")
+    # Neither makes the checkout dirty: dvc.lock, rewritten by `dvc repro` itself between stages, and the stage's own
+    # outputs, which DVC deletes before running it (git-tracked reports with `cache: false`).
+    excluded = [f":(exclude){path}" for path in ["dvc.lock", *stage_outputs(root, stage)]]
+    status = _git(root, "status", "--porcelain", "--untracked-files=no", "--", ".", *excluded)
     return {
         "git_commit": commit or "unknown",
         "git_dirty": "unknown" if status is None else str(bool(status)).lower(),
