@@ -1,13 +1,20 @@
 """The `polarcatalog` command: `main()` pins the BLAS kernel and thread count (`polarcatalog.numerics`) before numpy
-loads, then runs the command line (`cli.main`)."""
+loads, then runs the command line (`cli.main`); `run-notebook`, which every stage runs, goes straight to its own module."""
 
 from __future__ import annotations
+
+import sys
 
 
 def main() -> None:
     from polarcatalog.numerics import pin_process  # heavy: not itself, but nothing may load numpy before the pins
 
     pin_process()  # before numpy loads: the kernel and thread count that give the same bits on every machine
+    if sys.argv[1:2] == ["run-notebook"]:  # every stage's command: without the rest of the CLI's imports
+        from polarcatalog.cli.run_notebook_command import run  # heavy: not itself, but after the pins
+
+        run(sys.argv[2:])
+        return
     from polarcatalog.cli.main import app  # heavy: loads numpy, after the pins
 
     app()

@@ -15,6 +15,7 @@ from polarcatalog.runner import profiles
 from polarcatalog.folder_eval import evaluate_folder
 from polarcatalog.config import ParamsError, load_params, parse_override
 from polarcatalog.features.cache import CacheError
+from polarcatalog.cli.run_notebook_command import run_notebook_command
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 
@@ -102,22 +103,7 @@ def evaluate(
     typer.echo(f"wrote {out / 'predictions.csv'} and {out / 'metrics.json'}")
 
 
-@app.command("run-notebook")
-def run_notebook_command(
-    notebook: Path = typer.Argument(..., help="the stage notebook, e.g. notebooks/01_curate.ipynb"),
-    output: Path = typer.Argument(..., help="where the executed copy goes, e.g. reports/notebooks/01_curate.ipynb"),
-    parameter: list[str] = typer.Option([], "-p", "--parameter", help="NAME=VALUE for the parameters cell (repeatable), "
-                                        "e.g. -p axis=lam"),
-) -> None:
-    """Execute a stage notebook with papermill (what every dvc.yaml stage runs); params come from params.yaml."""
-    from polarcatalog.runner.run_notebook import run_notebook  # heavy: papermill and Jupyter's client, for this command only
-
-    try:
-        parameters = dict(item.split("=", 1) for item in parameter)
-    except ValueError:
-        typer.echo(f"error: -p takes NAME=VALUE, got {parameter}", err=True)
-        raise typer.Exit(2) from None
-    run_notebook(notebook, output, parameters)
+app.command("run-notebook")(run_notebook_command)
 
 
 @app.command()

@@ -7,6 +7,7 @@ its `do` block. Tracking logs the params a stage declares (`tracking.declared_pa
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,13 @@ import yaml
 PIPELINES = ("dvc.yaml", "birds/dvc.yaml", "selection/dvc.yaml")
 
 
+@functools.lru_cache(maxsize=8)
+def _read(path: Path, mtime_ns: int) -> dict[str, Any]:
+    """A pipeline file, parsed once per version: a stage start asks for its declaration several times (the stage's
+    name, its params, its outputs). libyaml's loader where PyYAML has it (about 10x the pure-Python one)."""
+    return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
 def _stages(root: Path, pipelines: tuple[str, ...] = PIPELINES) -> dict[str, dict[str, Any]]:
     """Every stage of the pipelines, by name (stage names are unique across the pipelines)."""
     out: dict[str, dict[str, Any]] = {}
@@ -25,7 +33,7 @@ def _stages(root: Path, pipelines: tuple[str, ...] = PIPELINES) -> dict[str, dic
         path = root / file
         if not path.is_file():
             continue
-        for name, stage in yaml.safe_load(path.read_text())["stages"].items():
+        for name, stage in _read(path, path.stat().st_mtime_ns)["stages"].items():
             if name in out:
                 raise ValueError(f"stage {name!r} is defined in two pipelines; stage names must be unique")
             out[name] = stage

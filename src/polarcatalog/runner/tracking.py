@@ -177,9 +177,9 @@ class StageRun:
 
 def notebook_html(path: Path) -> str:
     from polarcatalog.runner.nbfile import import_nbformat  # heavy: jsonschema; only finish() needs it
-    from nbconvert import HTMLExporter  # heavy: ~0.5 s, paid by every stage's kernel if imported at the top
 
-    nbformat = import_nbformat()  # before nbconvert: without jsonschema's IRI grammar
+    nbformat = import_nbformat()  # before nbconvert, which imports nbformat: without jsonschema's IRI grammar
+    from nbconvert import HTMLExporter  # heavy: ~0.5 s, paid by every stage's kernel if imported at the top
     html, _ = HTMLExporter(template_name="lab").from_notebook_node(nbformat.read(path, as_version=4))
     return html
 

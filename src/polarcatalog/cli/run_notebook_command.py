@@ -1,0 +1,36 @@
+"""`polarcatalog run-notebook`: the command every dvc.yaml stage runs, kept apart from the rest of the command line.
+
+A stage start pays for whatever the CLI imports before dispatching; the full CLI loads the params schema, pandas and
+the folder evaluation (about a second), none of which running a notebook needs. `polarcatalog.cli.main()` sends this
+one command here directly; `cli.main` registers the same function, so `polarcatalog --help` lists it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def run_notebook_command(
+    notebook: Path = typer.Argument(..., help="the stage notebook, e.g. notebooks/01_curate.ipynb"),
+    output: Path = typer.Argument(..., help="where the executed copy goes, e.g. reports/notebooks/01_curate.ipynb"),
+    parameter: list[str] = typer.Option([], "-p", "--parameter", help="NAME=VALUE for the parameters cell (repeatable), "
+                                        "e.g. -p axis=lam"),
+) -> None:
+    """Execute a stage notebook with papermill (what every dvc.yaml stage runs); params come from params.yaml."""
+    from polarcatalog.runner.run_notebook import run_notebook  # heavy: papermill and Jupyter's client, for this command only
+
+    try:
+        parameters = dict(item.split("=", 1) for item in parameter)
+    except ValueError:
+        typer.echo(f"error: -p takes NAME=VALUE, got {parameter}", err=True)
+        raise typer.Exit(2) from None
+    run_notebook(notebook, output, parameters)
+
+
+def run(args: list[str]) -> None:
+    """`polarcatalog run-notebook ARGS...` as a one-command app (typer makes a lone command the app itself)."""
+    app = typer.Typer(add_completion=False)
+    app.command("run-notebook")(run_notebook_command)
+    app(args=args, prog_name="polarcatalog run-notebook")
