@@ -112,3 +112,34 @@ def test_constrained_queries_and_strength_table_on_a_toy_catalog():
     assert mean(with_extra["target mRR@1"]) < 1.0
     pos, neg = query_image_concepts(np.array([[0.95, 0.9, 0.05, 0.02]]), create_proposer("all"), 0.0)
     assert pos == [[0, 1]] and neg == [[2, 3]]
+
+
+@pytest.mark.parametrize("strength", ["none", "hard", "soft:0.05", "adaptive:1"])
+def test_top_k_by_selection_is_the_head_of_the_full_order(strength):
+    """`reorder(k=...)` selects instead of sorting; on ties (a few distinct scores), padding and rows shorter than k
+    it must return exactly the first k columns of the full order."""
+    rng = np.random.default_rng(3)
+    st = Strength.parse(strength)
+    for trial in range(60):
+        Q, L = int(rng.integers(1, 5)), int(rng.integers(1, 120))
+        s = rng.choice([0.1, 0.2, 0.3, -np.inf], size=(Q, L)) if trial % 2 else rng.uniform(-1, 1, (Q, L))
+        states = rng.choice([CONFLICT, NEUTRAL, ENTAILMENT], size=(Q, L)).astype(np.int8)
+        full = reorder(states, s, st)
+        for k in (1, 3, 16, L):
+            assert np.array_equal(reorder(states, s, st, k=k), full[:, :k]), (trial, k)
+
+
+def test_incidence_states_per_species_equal_the_edge_gathers():
+    """The incidence memory's per-species states (one gather per candidate) give what the generic path gives
+    (one gather per candidate and concept)."""
+    rng = np.random.default_rng(4)
+    S, C, Q, L = 40, 9, 12, 25
+    memory = IncidenceMemory(rng.random((S, C)) < 0.3, rng.random((S, C)) < 0.3)  # overlapping polarities too
+
+    class Generic:  # the same edges, without the fast path
+        edges = memory.edges
+
+    cand = rng.integers(-1, S, (Q, L))
+    q_pos = [list(rng.choice(C, int(rng.integers(0, 3)), replace=False)) for _ in range(Q)]
+    q_neg = [list(rng.choice(C, int(rng.integers(0, 3)), replace=False)) for _ in range(Q)]
+    assert np.array_equal(states(memory, cand, q_pos, q_neg), states(Generic(), cand, q_pos, q_neg))

@@ -113,11 +113,54 @@ def sort_keys(states: np.ndarray, s: np.ndarray, strength: Strength, temperature
     raise ValueError(strength.mode)
 
 
-def reorder(states: np.ndarray, s: np.ndarray, strength: Strength, temperature: float = 0.02) -> np.ndarray:
-    """Column order per row by `sort_keys`; equal keys keep their VR-RAG position."""
-    ties = np.broadcast_to(np.arange(s.shape[1]), s.shape)
-    keys = sort_keys(states, s, strength, temperature)
-    return np.lexsort((ties, *(-k for k in reversed(keys))), axis=1)
+BLOCK = 1 << 19  # (query, candidate) cells ordered at a time: a block's keys stay in cache between the passes
+
+
+def reorder(states: np.ndarray, s: np.ndarray, strength: Strength, temperature: float = 0.02,
+            k: int | None = None) -> np.ndarray:
+    """Column order per row by `sort_keys`; equal keys keep their VR-RAG position. With `k`, the first k columns of
+    that same order, found by selection (k passes over each row) instead of a full sort: what a long candidate
+    list (a whole memory) costs when only the top of it is read."""
+    L = s.shape[1]
+    top = L if k is None else min(k, L)
+    select = 4 * top < L and top <= 16  # a few argmax passes beat a sort of the row
+    step = max(1, BLOCK // max(L, 1))
+    out = np.empty((len(s), top), np.int64)
+    for lo in range(0, len(s), step):
+        keys = sort_keys(states[lo: lo + step], s[lo: lo + step], strength, temperature)
+        out[lo: lo + step] = _top_by_selection(keys, top) if select else _sorted(keys)[:, :top]
+    return out
+
+
+def _sorted(keys: tuple[np.ndarray, ...]) -> np.ndarray:
+    ties = np.broadcast_to(np.arange(keys[0].shape[1]), keys[0].shape)
+    return np.lexsort((ties, *(-key for key in reversed(keys))), axis=1)
+
+
+def _top_by_selection(keys: tuple[np.ndarray, ...], k: int) -> np.ndarray:
+    """The first k columns of `_sorted(keys)`. With two keys (hard: ⟨s_log, s⟩, s_log taking a few values), each row's
+    k-th item lies on one s_log level: items above it all make the top (+inf), items below none (-inf), and the level
+    itself competes on s. Then k argmax passes, each taking the first (lowest column) maximum, as the full order breaks
+    ties, and an exact sort of the k taken. A row with fewer than k items above -inf (padding ties) is sorted in full."""
+    if len(keys) == 1:
+        lead, key = None, keys[0].copy()
+    else:
+        lead, value = keys
+        levels = np.arange(lead.max(), lead.min() - 1, -1)  # s_log and padding are integers; an absent level is harmless
+        at_or_above = np.stack([(lead >= level).sum(1) for level in levels], 1)
+        kth = levels[np.argmax(at_or_above >= k, axis=1)][:, None]
+        key = np.where(lead > kth, np.inf, np.where(lead == kth, value, -np.inf))
+    exact = (key > -np.inf).sum(1) < k
+    rows = np.arange(len(key))
+    taken = np.empty((len(key), k), np.int64)
+    for i in range(k):
+        taken[:, i] = key.argmax(1)
+        key[rows, taken[:, i]] = -np.inf
+    picked = tuple(np.take_along_axis(x, taken, 1) for x in keys)
+    out = np.take_along_axis(taken, np.lexsort((taken, *(-x for x in reversed(picked))), axis=1), 1)
+    if exact.any():
+        out[exact] = _sorted(tuple(x[exact] for x in keys))[:, :k]
+    return out
 
 
 def conflict_at_k(conflicting: np.ndarray, order: np.ndarray, valid: np.ndarray, k: int = 3) -> float:

@@ -19,7 +19,7 @@ from typing import Protocol
 import numpy as np
 import scipy.sparse as sp
 
-from polarcatalog.memory.constraints import CONFLICT, ENTAILMENT, NEUTRAL
+from polarcatalog.memory.constraints import BLOCK, CONFLICT, ENTAILMENT, NEUTRAL
 from polarcatalog.memory.partition import HAS, NOT_HAS, partition_rows
 
 
@@ -47,10 +47,21 @@ def states(memory: Memory, cand: np.ndarray, q_pos: list[list[int]], q_neg: list
     for q, p in enumerate(q_pos):
         is_pos[q, : len(p)] = True
     is_neg = (concepts >= 0) & ~is_pos
-    has, not_has = memory.edges(cand, concepts)
-    conflict = (not_has & is_pos[:, None, :]).any(-1) | (has & is_neg[:, None, :]).any(-1)
-    entail = (has & is_pos[:, None, :]).any(-1)
-    out = np.where(conflict, CONFLICT, np.where(entail, ENTAILMENT, NEUTRAL)).astype(np.int8)
+    out = np.full(cand.shape, NEUTRAL, np.int8)
+    per_query = max(cand.shape[1], memory.has.shape[0] if isinstance(memory, IncidenceMemory) else 0) * concepts.shape[1]
+    step = max(1, BLOCK // max(1, per_query))  # queries per block: its temporaries stay in cache
+    for lo in range(0, len(cand), step):
+        sl = slice(lo, lo + step)
+        if isinstance(memory, IncidenceMemory):
+            out[sl] = np.take_along_axis(memory.species_states(concepts[sl], is_pos[sl], is_neg[sl]), np.maximum(cand[sl], 0), 1)
+            continue
+        has, not_has = memory.edges(cand[sl], concepts[sl])
+        conflict, entail = np.zeros(has.shape[:2], bool), np.zeros(has.shape[:2], bool)
+        for j in range(concepts.shape[1]):  # the query's concept slots (a handful): numpy's any() over so short an axis is slow
+            pos, neg = is_pos[sl, j, None], is_neg[sl, j, None]
+            conflict |= (not_has[:, :, j] & pos) | (has[:, :, j] & neg)
+            entail |= has[:, :, j] & pos
+        out[sl] = np.where(conflict, CONFLICT, np.where(entail, ENTAILMENT, NEUTRAL))
     return np.where(cand >= 0, out, NEUTRAL).astype(np.int8)
 
 
@@ -64,6 +75,11 @@ class IncidenceMemory:
     has: np.ndarray  # bool [S, C]
     not_has: np.ndarray  # bool [S, C]
 
+    def __post_init__(self) -> None:
+        # Both polarities as bits of one byte, one row per concept: a query reads a few concepts for many candidates,
+        # and reading along a concept's row touches only those bytes (along a species' row, a cache line per candidate).
+        self._codes = np.ascontiguousarray((np.asarray(self.has, np.uint8) | (np.asarray(self.not_has, np.uint8) << 1)).T)
+
     @classmethod
     def of(cls, has: sp.spmatrix | np.ndarray, not_has: sp.spmatrix | np.ndarray) -> "IncidenceMemory":
         dense = lambda m: np.asarray(m.toarray() if hasattr(m, "toarray") else m, bool)  # noqa: E731
@@ -71,6 +87,16 @@ class IncidenceMemory:
 
     def edges(self, cand: np.ndarray, concepts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return _gather(self.has, cand, concepts), _gather(self.not_has, cand, concepts)
+
+    def species_states(self, concepts: np.ndarray, is_pos: np.ndarray, is_neg: np.ndarray) -> np.ndarray:
+        """Algorithm 1's s_log of every species [Q, S] for each query's concepts (`states`' rule): a species' state
+        does not depend on which candidate list it sits in, so a long list is then one gather, not one per concept."""
+        code = self._codes[np.maximum(concepts, 0)]  # [Q, m, S]
+        has, not_has = (code & 1).astype(bool), (code & 2).astype(bool)
+        pos, neg = is_pos[:, :, None], is_neg[:, :, None]
+        conflict = ((not_has & pos) | (has & neg)).any(1)
+        entail = (has & pos).any(1)
+        return np.where(conflict, CONFLICT, np.where(entail, ENTAILMENT, NEUTRAL)).astype(np.int8)
 
 
 def oracle_memory(truth: np.ndarray) -> IncidenceMemory:
