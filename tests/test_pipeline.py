@@ -161,6 +161,22 @@ def test_one_mlflow_run_per_stage_with_notebook_and_figures(repo):
     assert (root / "reports/notebooks/01_curate.ipynb").is_file()
 
 
+def test_every_executed_notebook_shows_its_figures(repo):
+    """Notebook-first: each figure a stage logs is shown inline in its executed copy (an image/png output), as many
+    as the stage's MLflow run holds."""
+    root, env = repo
+    parents, _ = _stage_runs(env)
+    client = MlflowClient(env["MLFLOW_TRACKING_URI"])
+    for run in parents:
+        stage = run.data.tags["dvc_stage"]
+        figures = len(client.list_artifacts(run.info.run_id, "figures"))
+        notebook = run.data.tags["mlflow.source.name"].removeprefix("notebooks/")
+        name = notebook.replace("05_ablate", f"05_ablate_{stage.partition('@')[2]}") if "@" in stage else notebook
+        executed = json.loads((root / "reports/notebooks" / name).read_text())
+        pngs = sum("image/png" in out.get("data", {}) for cell in executed["cells"] for out in cell.get("outputs", []))
+        assert pngs == figures, f"{name}: {pngs} inline figures, {figures} logged"
+
+
 def _records(obj, path=""):
     """Every headline record ({value, ci_low, ci_high, split, ...}) in a metrics file, with its JSON path."""
     if isinstance(obj, dict):
@@ -269,6 +285,22 @@ def test_polarized_graph_and_constraint_tables(repo):
         assert budget[f"top_n:{n}"] == budget[f"multi_prompt:{n}"] == budget[f"global_local:{n}"] == n
     with np.load(root / "data/processed/graph/scores.npz") as z:
         assert z["anchor_local"].shape == (len(z["anchor"]), 4, z["anchor"].shape[1])
+
+
+def test_memory_levers_start_from_the_configured_memory_and_read_dev_only(repo):
+    """The memory_quality stage's levers: one row per lever after the memory as configured (a zero gain against
+    itself), dev columns only."""
+    root, _ = repo
+    from polarcatalog.config import load_params
+
+    levers = json.loads((root / "reports/memory_quality.json").read_text())["memory_levers_dev"]
+    params = load_params(root / "params.yaml")
+    assert [r["probe"] for r in levers] == ["as configured", *params.ablations.memory_levers]
+    gain = next(k for k in levers[0] if k.startswith("dev Δ"))
+    assert levers[0][gain] == "+0.0 [+0.0, +0.0]"
+    assert all(k.startswith("dev") or k in ("probe", "has precision", "has recall", "not has precision", "not has recall")
+               for r in levers for k in r)
+    assert "## Memory levers (dev only)" in (root / "reports/memory_quality.md").read_text()
 
 
 def test_cli_evaluate_on_a_tiny_folder(repo, tmp_path):

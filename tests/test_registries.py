@@ -44,8 +44,9 @@ def test_known_names_build_what_they_name():
 
 def test_every_ablation_axis_has_its_values_in_params_and_back():
     """The AXES registry and the `ablations` section's axis lists name the same axes: one cannot gain an axis the other
-    lacks (`memory_quality_steps` and `kappa_sensitivity` are the memory_quality stage's knobs, not axes)."""
-    lists = [name for name, f in Ablations.model_fields.items() if str(f.annotation).startswith("list") and name != "kappa_sensitivity"]
+    lacks (`memory_quality_steps`, `kappa_sensitivity` and `memory_levers` are the memory_quality stage's knobs, not axes)."""
+    lists = [name for name, f in Ablations.model_fields.items()
+             if str(f.annotation).startswith("list") and name not in ("kappa_sensitivity", "memory_levers")]
     assert list(AXES) == lists and all(name == axis.name for name, axis in AXES.items())
 
 

@@ -234,6 +234,22 @@ class Eval(_Section):
     seed: int = Field(0, ge=0)
 
 
+PROBE_LEVERS = ("probe_folds", "probe_c", "probe_dim")
+
+
+def probe_lever(spec: str) -> dict[str, Any]:
+    """`probe_folds=5` -> {"probe_folds": 5}, checked against the graph section's own bounds (`null` = no PCA)."""
+    key, eq, value = spec.partition("=")
+    if not eq or key not in PROBE_LEVERS:
+        raise ValueError(f"memory lever {spec!r}: write <knob>=<value> with a knob of {', '.join(PROBE_LEVERS)}")
+    parsed = None if value in ("null", "none") else yaml.safe_load(value)
+    try:
+        Graph(**{key: parsed})
+    except ValidationError as err:
+        raise ValueError(f"memory lever {spec!r}: {err.errors()[0]['msg']}") from None
+    return {key: parsed}
+
+
 class Ablations(_Section):
     lam: list[float] = Field(default_factory=lambda: [round(0.1 * i, 1) for i in range(11)], min_length=1)
     top_k: list[int] = Field(default_factory=lambda: [1, 3, 5, 10, 15], min_length=1)
@@ -245,6 +261,16 @@ class Ablations(_Section):
     memory_quality_steps: int = Field(6, ge=2, le=21)  # points per path of the memory-quality curve, configured to oracle
     kappa_sensitivity: list[Annotated[float, Field(ge=0.0, le=10.0)]] = Field(default_factory=lambda: [0.0, 0.25, 0.5, 1.0],
                                                                                min_length=1)  # dev only: κ is a priori
+    # dev only: the probe verifier refitted with one knob changed (`probe_folds=5`), the memory rebuilt from it
+    memory_levers: list[str] = Field(default_factory=lambda: ["probe_folds=5", "probe_c=0.1", "probe_dim=32", "probe_dim=128",
+                                                                       "probe_dim=256"])
+
+    @field_validator("memory_levers")
+    @classmethod
+    def _probe_knobs(cls, v: list[str]) -> list[str]:
+        for spec in v:
+            probe_lever(spec)
+        return v
 
     @field_validator("lam")
     @classmethod

@@ -123,11 +123,14 @@ class StageRun:
         mlflow.log_metrics(numeric_metrics(metrics, prefix), run_id=self.run_id)
 
     def log_figure(self, fig: Any, path: str | Path) -> Path:
-        """Save under reports/figures (the DVC output) and attach to the run."""
+        """Save under reports/figures (the DVC output), attach to the run, and show it in the notebook: the saved PNG
+        itself, so the executed notebook holds the same bytes as the file (the stage modules draw with matplotlib's
+        Agg backend, which leaves no inline figure of its own)."""
         path = self.root / path
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=120, bbox_inches="tight")
         mlflow.log_artifact(str(path), artifact_path="figures", run_id=self.run_id)
+        _show_png(path)
         return path
 
     def log_table(self, df: pd.DataFrame, name: str) -> None:
@@ -173,6 +176,16 @@ class StageRun:
         self._log_notebook()
         mlflow.end_run("FAILED")
         self.closed = True
+
+
+def _show_png(path: Path) -> None:
+    try:
+        from IPython import get_ipython  # optional: only inside a notebook kernel
+        from IPython.display import Image, display
+    except ImportError:
+        return
+    if get_ipython() is not None:
+        display(Image(filename=str(path)))
 
 
 def notebook_html(path: Path) -> str:

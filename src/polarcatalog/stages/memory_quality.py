@@ -12,6 +12,7 @@ configured memory's failure to help is a matter of degree (where it sits on the 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import matplotlib
@@ -21,10 +22,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from polarcatalog.eval.protocol import Protocol, headline_value, long_rows  # noqa: E402
+from polarcatalog.config import Graph, probe_lever  # noqa: E402
+from polarcatalog.eval.protocol import Protocol, diff_text, headline_value, long_rows  # noqa: E402
 from polarcatalog.memory.constraints import Strength  # noqa: E402
 from polarcatalog.memory.memories import QUALITY, Memory, degraded_memory, edge_quality  # noqa: E402
 from polarcatalog.memory.polar_sweeps import PolarSetup  # noqa: E402
+from polarcatalog.memory.verifiers import ProbeVerifier  # noqa: E402
 
 PATHS = {"precision": ("has_precision", "not_has_precision"), "recall": ("has_recall", "not_has_recall"), "both": QUALITY}
 ACCURACY = "target mRR@1"
@@ -102,6 +105,35 @@ def kappa_sensitivity(setup: PolarSetup, kappas: list[float], protocol: Protocol
     return pd.DataFrame(rows)
 
 
+def memory_levers(setup: PolarSetup, graph: Graph, levers: list[str], protocol: Protocol) -> pd.DataFrame:
+    """Can the embedded memory be moved toward the break-even? The probe verifier refitted with one knob changed per
+    lever (`ablations.memory_levers`), the configured memory rebuilt from its scores: edge quality on the pairs the
+    queries read, dev target accuracy under `none`, the configured strength and `hard`, and the dev gain over the
+    configured memory under the configured strength with its paired CI. Dev only; a lever earns a place in params.yaml
+    only when that CI excludes 0. Empty for another verifier (the levers are the probe's)."""
+    if graph.verifier != "probe" or not levers:
+        return pd.DataFrame()
+    cq = setup.queries
+    cand, concepts = setup.asked(cq)
+    pq = protocol.take(cq.rows)
+    strengths = list(dict.fromkeys([Strength.parse("none"), setup.strength, Strength.parse("hard")]))
+    configured = setup.strength.label()
+    rows, base = [], None
+    for spec in ["as configured", *levers]:
+        g = graph if base is None else graph.model_copy(update=probe_lever(spec))
+        scores = ProbeVerifier(g.probe_folds, g.probe_c, g.seed, g.probe_dim).score(setup.inputs)
+        memory = replace(setup, scores=scores).configured_memory()[1]
+        results = dict(setup.evaluate(cq, memory, strengths))
+        base = base or results
+        quality = edge_quality(memory, cand, concepts, setup.inputs.truth)
+        row: dict[str, Any] = {"probe": spec, **{k.replace("_", " "): round(100 * quality[k], 1) for k in QUALITY}}
+        row |= {f"dev {label}": round(100 * pq.mean(values[ACCURACY], "dev"), 1) for label, values in results.items()}
+        gain = pq.difference(results[configured][ACCURACY], base[configured][ACCURACY], "dev")
+        row[f"dev Δ {configured} [95% CI]"] = diff_text(gain)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def _dev(df: pd.DataFrame, strength: str) -> pd.DataFrame:
     sel = (df["split"] == "dev") & (df["queries"] == "all") & (df["metric"] == ACCURACY) & (df["strength"] == strength)
     return df[sel].set_index(["path", "t"])["value"]
@@ -159,7 +191,7 @@ def _pct(v: float) -> str:
 
 
 def markdown(df: pd.DataFrame, start: dict[str, float], even: dict[str, Any], n_queries: int,
-             kappas: pd.DataFrame | None = None) -> str:
+             kappas: pd.DataFrame | None = None, levers: pd.DataFrame | None = None) -> str:
     test = df[(df["split"] == "test") & (df["queries"] == "all")]
     acc = test[test["metric"] == ACCURACY]
     delta = test[test["metric"] == f"Δ {ACCURACY} vs none"]
@@ -197,6 +229,17 @@ def markdown(df: pd.DataFrame, start: dict[str, float], even: dict[str, Any], n_
         lines += ["## κ sensitivity (dev only)", "",
                   "κ sets the UNCERTAIN margin δ = κ·σ_w; it is fixed a priori, since PolarMem gives no value. The configured "
                   "memory rebuilt at each κ, dev target accuracy@1 in %:", "", kappas.to_markdown(index=False), ""]
+    if levers is not None and not levers.empty:
+        gain = next(c for c in levers.columns if c.startswith("dev Δ"))
+        up = levers[levers[gain].str.endswith("*") & levers[gain].str.startswith("+")]["probe"].tolist()
+        lines += ["## Memory levers (dev only)", "",
+                  "The probe verifier refitted with one knob changed, the configured memory rebuilt from its scores; edge "
+                  "quality on the pairs the queries read and dev target accuracy@1 in %, the last column the paired dev "
+                  "gain over the memory as configured (`*`: its CI excludes 0). Test is not read here.", "",
+                  levers.to_markdown(index=False), "",
+                  (f"Dev gain with a CI above 0: {', '.join(up)} — a candidate for params.yaml." if up else
+                   "No lever's dev gain has a CI above 0: the probes keep their configured knobs, and none of these moves "
+                   "the memory's edge quality near the break-even above."), ""]
     return "\n".join(lines)
 
 
