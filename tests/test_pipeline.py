@@ -321,6 +321,12 @@ def test_cli_evaluate_on_a_tiny_folder(repo, tmp_path):
     assert "1 file(s) skipped, not images by their suffix" in out and "bulbasaur/README.txt" in out
     metrics = json.loads((tmp_path / "out/metrics.json").read_text())
     assert metrics["labelled"]["n"] == 3 and metrics["unlabelled"] == 1 and metrics["quarantined"] == 3
+    # it says what scored the folder, and how sure the numbers are (a bootstrap over the folder's species)
+    assert out.startswith("configuration: retrieval.ensemble = ") and "95 % CI, bootstrap over this folder's 3 species" in out
+    ci = metrics["labelled_ci"]
+    assert ci["species"] == 3 and ci["metrics"]["mRR@1"]["value"] == round(metrics["labelled"]["mRR@1"], 6)
+    assert all(r["ci_low"] <= r["value"] <= r["ci_high"] for r in ci["metrics"].values())
+    assert metrics["configuration"]["retrieval.lam"]["source"].startswith("params.yaml")
     assert metrics["folder"]["not_images"] == ["bulbasaur/README.txt"]
     # the configured query side: each query alone, with the statistics of the pipeline's dev sprites, and it says so
     assert metrics["query_centring"]["by"] == "reference" and "each query scored on its own" in out
@@ -339,6 +345,8 @@ def test_cli_evaluate_on_a_tiny_folder(repo, tmp_path):
     m2 = json.loads((tmp_path / "out2/metrics.json").read_text())
     assert m2["labelled"]["n"] == 2 and m2["unknown_labels"] == 1
     assert m2["query_centring"]["by"] == "catalog" and "centred by the catalog mean" in cat and "2 labelled queries" in cat
+    assert m2["configuration"]["retrieval.query_centre"] == {"value": "catalog", "source": "--set"}
+    assert "retrieval.query_centre = catalog (--set)" in cat
     bad = subprocess.run([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(tmp_path / "nope")],
                          cwd=root, env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "not a folder" in bad.stderr

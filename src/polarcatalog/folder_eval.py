@@ -6,14 +6,17 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import yaml
 
-from polarcatalog.config import Params
+from polarcatalog.config import Params, ParamsError, flatten, validate
+from polarcatalog.eval.bootstrap import Bootstrap
 from polarcatalog.data.images import Quarantine
 from polarcatalog.data.query_folder import QueryFolder, listed, read_query_folder
 from polarcatalog.encoders import image_encoder
@@ -90,12 +93,68 @@ class EvaluateResult:
             m = self.metrics["labelled"]
             lines.append(f"\n{m['n']} labelled queries: mRR@1 {m['mRR@1']:.3f}  mRR@5 {m['mRR@5']:.3f}  mRR@10 {m['mRR@10']:.3f}  "
                          f"R@10 {m['R@10']:.3f}  acc@1 {m['acc@1']:.3f}")
+            ci = self.metrics["labelled_ci"]
+            lines.append(f"{100 * ci['level']:g} % CI, bootstrap over this folder's {ci['species']} species (a species' images "
+                         "move together): " + "  ".join(f"{name} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+                                                        for name, r in ci["metrics"].items())
+                         + ("  (few species: a wide interval)" if ci["species"] < 10 else ""))
             if self.metrics["unknown_labels"]:
                 names = self.metrics["unknown_label_names"]
                 lines.append(f"{self.metrics['unknown_labels']} image(s) with a label that names no catalog species (not "
                              f"scored): {listed(names)}; a label is a species id or name (any case; spaces, _ or - "
                              "alike; `mr-mime` = Mr. Mime)")
         return "\n".join(lines)
+
+
+def folder_intervals(ranks: np.ndarray, gold: np.ndarray, params: Params) -> dict[str, Any]:
+    """mRR@1, mRR@10 and R@10 of the labelled queries with the pipeline's interval: a bootstrap over species (the
+    folder's gold species; its images move together), `eval.bootstrap` resamples at `eval.confidence`."""
+    e = params.eval
+    boot = Bootstrap.over(gold, e.bootstrap, e.seed, e.confidence)
+    r = np.asarray(ranks, np.float64)
+    per_query = {"mRR@1": np.where(r <= 1, 1.0, 0.0), "mRR@10": np.where(r <= 10, 1.0 / r, 0.0), "R@10": (r <= 10).astype(np.float64)}
+    return {"level": e.confidence, "resamples": e.bootstrap, "species": int(len(np.unique(gold))),
+            "metrics": {name: boot.interval(v).record("folder") for name, v in per_query.items()}}
+
+
+SHOWN = ("retrieval.ensemble", "retrieval.reranker", "retrieval.lam", "retrieval.r", "retrieval.k", "retrieval.chunks",
+         "retrieval.colour_invariant", "retrieval.query_centre", "retrieval.hubness", "encoders.anchor_scale")
+
+
+def configuration(params: Params, params_file: Path, overrides: dict[str, Any], constraint: bool = False) -> dict[str, dict[str, Any]]:
+    """The values that scored the folder, each with where it came from: `--set`, the params file as committed, or the
+    params file's uncommitted value (what a `dvc exp run` leaves in the workspace; `git checkout params.yaml` undoes it)."""
+    values = flatten(params.model_dump(mode="json"))
+    committed = _committed_params(params_file)
+    keys = [k for k in SHOWN if k in values] + (["graph.constraint", "graph.kappa", "graph.probe_dim"] if constraint else [])
+    out = {}
+    for key in keys:
+        if key in overrides:
+            source = "--set"
+        elif committed is None:
+            source = params_file.name
+        elif committed.get(key, values[key]) != values[key]:
+            source = f"{params_file.name}, uncommitted (HEAD has {committed[key]!r})"
+        else:
+            source = params_file.name
+        out[key] = {"value": values[key], "source": source}
+    return out
+
+
+def _committed_params(params_file: Path) -> dict[str, Any] | None:
+    """The params file as HEAD has it, validated and flattened; None outside git or for an untracked file."""
+    path = params_file.resolve()
+    try:
+        text = subprocess.run(["git", "show", f"HEAD:./{path.name}"], cwd=path.parent, capture_output=True, text=True,
+                              timeout=20, check=True).stdout
+        return flatten(validate(yaml.safe_load(text), f"HEAD:{path.name}").model_dump(mode="json"))
+    except (OSError, subprocess.SubprocessError, ParamsError, ValueError, AttributeError):
+        return None
+
+
+def configuration_text(config: dict[str, dict[str, Any]]) -> str:
+    return "configuration: " + "; ".join(f"{k} = {v['value']}" + ("" if v["source"].startswith("params") and "," not in v["source"]
+                                                                   else f" ({v['source']})") for k, v in config.items())
 
 
 @dataclass
@@ -141,12 +200,14 @@ def _constrain(memory: _Memory, params: Params, species: np.ndarray, s: np.ndarr
 
 
 def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | None, out: Path,
-                    where: str | None = None, anchor_scale: str | int = "auto", kgret: int | None = None) -> EvaluateResult:
+                    where: str | None = None, anchor_scale: str | int = "auto", kgret: int | None = None,
+                    config: dict[str, dict[str, Any]] | None = None) -> EvaluateResult:
     """`where`: a constraint in words (needs the graph stage's output), applied under graph.constraint.
     `anchor_scale`: auto (the folder's own subject size, measured label-free over the folder: transductive) | catalog
     (the embed stage's anchors) | pixels. Anchors at a new scale are encoded once into the feature cache.
     `kgret`: B, the kg stage's experiment on this folder: the first-stage top-k plus up to B species bridged by the
-    knowledge graph, ordered by the re-ranker (the kg stage's answerer), with the budget-matched top-(k+B) beside it."""
+    knowledge graph, ordered by the re-ranker (the kg stage's answerer), with the budget-matched top-(k+B) beside it.
+    `config`: the `configuration` that scored it (values and where each came from), recorded in metrics.json."""
     ws = load_workspace(root / "data/features", root / "data/processed")
     rp = params.retrieval
     needed = query_encoders(rp.ensemble, rp.reranker)
@@ -212,7 +273,8 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     metrics = None
     if q["label"].notna().any():
         unknown = q["label"].notna() & ~labelled
-        metrics = {"labelled": summarize(ranks[labelled]), "anchor_scale": asdict(scale), "feature_cache": stats,
+        metrics = {"labelled": summarize(ranks[labelled]), "labelled_ci": folder_intervals(ranks[labelled], gold[labelled], params),
+                   "anchor_scale": asdict(scale), "feature_cache": stats,
                    "unknown_labels": int(unknown.sum()), "unknown_label_names": sorted(set(q.loc[unknown, "label"])),
                    "unlabelled": int(q["label"].isna().sum()), "quarantined": len(quarantine.rows),
                    "retrieval": rp.model_dump(mode="json"), "catalog_species": int(len(ws.species))}
@@ -237,6 +299,8 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     if bridged is not None:
         metrics["kgret"] = bridged.summary(q["species_id"].fillna(-1).astype(int).to_numpy())
     metrics["query_centring"] = centring
+    if config is not None:
+        metrics["configuration"] = config
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
     return EvaluateResult(pred, metrics, quarantine.rows, constraint, scale, listing)
 

@@ -12,7 +12,7 @@ import typer
 
 from polarcatalog import __version__
 from polarcatalog.runner import profiles
-from polarcatalog.folder_eval import evaluate_folder
+from polarcatalog.folder_eval import configuration, configuration_text, evaluate_folder
 from polarcatalog.config import ParamsError, load_params, parse_override
 from polarcatalog.features.cache import CacheError
 from polarcatalog.cli.run_notebook_command import run_notebook_command
@@ -95,10 +95,12 @@ def evaluate(
     out = out or root / "reports" / "evaluate" / queries.resolve().name
     try:
         scale = int(anchor_scale) if anchor_scale.isdigit() else anchor_scale
-        result = evaluate_folder(p, root, queries, labels, out, where, scale, kgret)
+        config = configuration(p, params, overrides, constraint=where is not None)
+        result = evaluate_folder(p, root, queries, labels, out, where, scale, kgret, config)
     except (FileNotFoundError, ValueError, CacheError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
+    typer.echo(configuration_text(config))
     typer.echo(result.render(show))
     typer.echo(f"wrote {out / 'predictions.csv'} and {out / 'metrics.json'}")
 

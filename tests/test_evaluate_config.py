@@ -1,0 +1,53 @@
+"""What `polarcatalog evaluate` says it used: each shown value with its source, including a params.yaml value that
+differs from the commit (what a `dvc exp run` leaves in the workspace); and its interval over the folder's species."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from polarcatalog.config import load_params
+from polarcatalog.folder_eval import configuration, configuration_text, folder_intervals
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_configuration_names_the_source_of_each_value(tmp_path):
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)  # noqa: E731
+    git("init", "-q")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "empty")
+    git("add", "params.yaml")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "params")
+    committed = load_params(tmp_path / "params.yaml").retrieval.lam
+    new = 0.25 if committed != 0.25 else 0.35
+    text = (tmp_path / "params.yaml").read_text().replace(f"  lam: {committed}", f"  lam: {new}", 1)
+    assert text != (tmp_path / "params.yaml").read_text()
+    (tmp_path / "params.yaml").write_text(text)  # an experiment's leftover value
+    overrides = {"retrieval.k": 3}
+    params = load_params(tmp_path / "params.yaml", overrides)
+    config = configuration(params, tmp_path / "params.yaml", overrides)
+    assert config["retrieval.lam"] == {"value": new, "source": f"params.yaml, uncommitted (HEAD has {committed!r})"}
+    assert config["retrieval.k"] == {"value": 3, "source": "--set"}
+    assert config["retrieval.reranker"]["source"] == "params.yaml"
+    line = configuration_text(config)
+    assert f"retrieval.lam = {new} (params.yaml, uncommitted" in line and "retrieval.k = 3 (--set)" in line
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    shutil.copy(tmp_path / "params.yaml", outside / "params.yaml")
+    assert configuration(params, outside / "params.yaml", {})["retrieval.lam"]["source"] == "params.yaml"  # no git: no claim
+
+
+def test_folder_interval_is_a_species_bootstrap_around_the_point_value():
+    params = load_params(ROOT / "params.yaml")
+    ranks = np.array([1, 1, 2, 5, 11, 1])
+    gold = np.array([1, 1, 2, 3, 4, 5])  # species 1's two images move together
+    ci = folder_intervals(ranks, gold, params)
+    assert ci["species"] == 5 and ci["level"] == params.eval.confidence
+    m = ci["metrics"]
+    assert m["mRR@1"]["value"] == round(3 / 6, 6) and m["R@10"]["value"] == round(5 / 6, 6)
+    assert m["mRR@10"]["value"] == round((1 + 1 + 0.5 + 0.2 + 0 + 1) / 6, 6)
+    assert all(r["ci_low"] <= r["value"] <= r["ci_high"] and r["ci_low"] < r["ci_high"] for r in m.values())
+    same = folder_intervals(np.ones(4), np.arange(4), params)["metrics"]["mRR@1"]
+    assert same["ci_low"] == same["ci_high"] == 1.0  # every query right: no spread to resample
