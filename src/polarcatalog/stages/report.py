@@ -172,8 +172,22 @@ def polarmem_claims(conf: pd.DataFrame, coverage: pd.DataFrame, mq: dict[str, An
             f"quality to the oracle's (NOT_HAS recall {100 * even['not_has_recall']:.1f} %, NOT_HAS precision "
             f"{100 * even['not_has_precision']:.1f} %, HAS precision {100 * even['has_precision']:.1f} %)"
             if even else "hard beats no constraint on dev at no point of the path from the configured memory to the oracle")
-        + "; [memory_quality.md](memory_quality.md) has the curve along precision and recall separately.",
+        + "; [memory_quality.md](memory_quality.md) has the curve along precision and recall separately." + _levers_text(mq),
     ]
+
+
+def _levers_text(mq: dict[str, Any]) -> str:
+    """What the dev-only probe levers did to the memory (memory_quality.md): the best dev gain and whether any CI
+    clears 0."""
+    levers = mq.get("memory_levers_dev") or []
+    if len(levers) < 2:
+        return ""
+    gain = next(k for k in levers[0] if k.startswith("dev Δ"))
+    best = max(levers[1:], key=lambda r: float(r[gain].split()[0]))
+    up = [r["probe"] for r in levers[1:] if r[gain].endswith("*") and r[gain].startswith("+")]
+    return (f" The probe levers tried on dev ({', '.join(r['probe'] for r in levers[1:])}, each against the memory as "
+            f"configured) reach at best {best[gain]} points of dev accuracy under the configured strength ({best['probe']}); "
+            + (f"{', '.join(up)} clear 0." if up else "none clears 0, and none brings the memory near that break-even."))
 
 
 def results_markdown(params: Params, commit: str, m: dict[str, Any], plots: dict[str, pd.DataFrame], k: int) -> str:
