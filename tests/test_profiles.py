@@ -12,7 +12,7 @@ import yaml
 
 from polarcatalog.runner import profiles
 from polarcatalog.config import ParamsError
-from tests.conftest import ROOT
+from tests.conftest import ROOT, shared
 
 CLI = str(Path(sys.executable).parent / "polarcatalog")
 
@@ -23,14 +23,21 @@ def test_every_profile_file_is_registered_and_every_profile_has_its_file():
         {"params.birds-offline.yaml", "params.gpu-pokemon.yaml", "params.gpu-birds.yaml"}
 
 
+def _needs_reference_data(name: str) -> None:
+    if profiles.get(name).pipeline == "birds/dvc.yaml":
+        shared("cub")  # the bird profiles' reference data (skips where it is absent)
+
+
 @pytest.mark.parametrize("name", list(profiles.PROFILES))
 def test_every_profile_passes_check_params(name):
     """In process: `profiles.resolve` is what `check-params --profile` validates with (the command runs below)."""
+    _needs_reference_data(name)
     params = profiles.resolve(name, ROOT)[0]
     assert params.model_dump(mode="json")
 
 
 def test_check_params_with_a_profile_prints_the_resolved_params():
+    _needs_reference_data("birds-offline")
     proc = subprocess.run([CLI, "check-params", "--profile", "birds-offline"], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -68,6 +75,7 @@ def test_the_dvc_command_carries_the_overlay(name):
 
 
 def test_birds_offline_is_the_bird_pipeline_as_configured_and_bad_profiles_fail_naming_the_file(tmp_path):
+    _needs_reference_data("birds-offline")
     assert profiles.command("birds-offline", ROOT) == ["dvc", "repro", "birds/dvc.yaml"]
     (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
     (tmp_path / "params.gpu-birds.yaml").write_text("retrieval:\n  lam: 1.5\n")
@@ -94,3 +102,27 @@ def test_a_rerun_of_a_profile_on_the_same_commit_gets_the_next_free_experiment_n
     git("update-ref", f"refs/exps/00/{'0' * 38}/gpu-pokemon-3", head)  # another commit's experiment does not count
     assert profiles.experiment_name("gpu-pokemon", tmp_path) == "gpu-pokemon-3"
     assert profiles.experiment_name("birds-offline", tmp_path) == "birds-offline"
+
+
+def test_a_profile_whose_reference_data_is_missing_fails_before_dvc_runs(tmp_path):
+    """`make repro PROFILE=birds-offline` without the reference data: refused by the profile's validation, naming
+    the key and every missing entry, before DVC starts (so before it deletes any stage's outputs to rerun it)."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["birds"]["reference_dir"] = "no/such/folder"
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    for name in ("birds-offline", "gpu-birds"):
+        overlay = profiles.get(name).overlay
+        (tmp_path / overlay).write_text((ROOT / overlay).read_text())
+    kept = tmp_path / "reports/birds/reference.md"  # a committed result the failed run must not touch
+    kept.parent.mkdir(parents=True)
+    kept.write_text("committed")
+    proc = subprocess.run([CLI, "profile", "birds-offline"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "birds.reference_dir (no/such/folder) lacks cub/descriptors_cub.json" in proc.stderr
+    assert "openclipart_birds" in proc.stderr and "$ dvc" not in proc.stdout
+    assert kept.read_text() == "committed"
+    with pytest.raises(ParamsError, match="birds.reference_dir"):
+        profiles.resolve("birds-offline", tmp_path)
+    proc = subprocess.run([CLI, "check-params", "--profile", "gpu-birds"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and "lacks" in proc.stderr

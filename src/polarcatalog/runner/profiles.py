@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from polarcatalog.config import Params, ParamsError, load_params, read_params_yaml
+from polarcatalog.data import bird_reference
 
 
 @dataclass(frozen=True)
@@ -60,13 +61,18 @@ def overlay(name: str, root: Path = Path(".")) -> dict[str, Any]:
 
 
 def resolve(name: str, root: Path = Path(".")) -> tuple[Params, dict[str, Any]]:
-    """params.yaml with the overlay, validated (a bad key fails here, naming the profile file); and the keys whose
-    value differs from params.yaml."""
+    """params.yaml with the overlay, validated (a bad key fails here, naming the profile file), the input data the
+    profile's pipeline reads present; and the keys whose value differs from params.yaml."""
     keys = overlay(name, root)
     try:
         params = load_params(root / "params.yaml", keys)
     except ParamsError as err:
         raise ParamsError(f"profile {name} ({get(name).overlay}): {err}") from None
+    if get(name).pipeline == "birds/dvc.yaml":  # its reference data, checked before DVC deletes any output to rerun
+        reference = Path(params.birds.reference_dir)
+        absent = bird_reference.missing(reference if reference.is_absolute() else root / reference)
+        if absent:
+            raise ParamsError(f"profile {name} ({get(name).overlay}): {bird_reference.explain(params.birds.reference_dir, absent)}")
     base = flatten(load_params(root / "params.yaml").model_dump(mode="json"))
     mine = flatten(params.model_dump(mode="json"))
     return params, {k: mine[k] for k in keys if mine[k] != base.get(k)}

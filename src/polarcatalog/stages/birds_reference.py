@@ -27,6 +27,7 @@ from polarcatalog.data.cub import cub_labels, cub_vocabulary
 from polarcatalog.data.images import Quarantine
 from polarcatalog.encoders import create_encoder
 from polarcatalog.eval.bootstrap import Bootstrap, Interval
+from polarcatalog.data import bird_reference
 from polarcatalog.eval.metrics import chance, gold_ranks, per_query
 from polarcatalog.eval.protocol import Protocol, ci_text, headline_with_ci, long_rows
 from polarcatalog.eval.splits import dev_test_split
@@ -40,10 +41,7 @@ def reference(bp: Birds, *parts: str) -> Path:
     root = Path(bp.reference_dir)
     path = root.joinpath(*parts)
     if not path.exists():
-        raise FileNotFoundError(
-            f"{path} not found: birds.reference_dir ({bp.reference_dir}) must hold cub/ (CUB-200-2011 attributes and "
-            "descriptors_cub.json), vrrag_splits/ (the benchmarks' split lists) and openclipart_birds/; set "
-            "birds.reference_dir in params.yaml to the folder that holds them")
+        raise FileNotFoundError(f"{path} not found: {bird_reference.explain(bp.reference_dir, ['/'.join(parts)])}")
     return path
 
 
