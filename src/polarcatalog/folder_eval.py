@@ -20,7 +20,7 @@ from polarcatalog.eval.bootstrap import Bootstrap
 from polarcatalog.data.images import Quarantine
 from polarcatalog.data.query_folder import QueryFolder, listed, read_query_folder
 from polarcatalog.encoders import image_encoder
-from polarcatalog.eval.metrics import gold_ranks, summarize
+from polarcatalog.eval.metrics import gold_ranks, per_query, summarize
 from polarcatalog.encoders.preprocess import Preprocess
 from polarcatalog.features.embedding import AnchorScale, choose_anchor_scale, encode_anchor_views
 from polarcatalog.features.encode import encode_image_views
@@ -111,10 +111,10 @@ def folder_intervals(ranks: np.ndarray, gold: np.ndarray, params: Params) -> dic
     folder's gold species; its images move together), `eval.bootstrap` resamples at `eval.confidence`."""
     e = params.eval
     boot = Bootstrap.over(gold, e.bootstrap, e.seed, e.confidence)
-    r = np.asarray(ranks, np.float64)
-    per_query = {"mRR@1": np.where(r <= 1, 1.0, 0.0), "mRR@10": np.where(r <= 10, 1.0 / r, 0.0), "R@10": (r <= 10).astype(np.float64)}
+    names = ("mRR@1", "mRR@10", "R@10")
+    values = per_query(ranks, names)
     return {"level": e.confidence, "resamples": e.bootstrap, "species": int(len(np.unique(gold))),
-            "metrics": {name: boot.interval(v).record("folder") for name, v in per_query.items()}}
+            "metrics": {name: boot.interval(values[:, j]).record("folder") for j, name in enumerate(names)}}
 
 
 SHOWN = ("retrieval.ensemble", "retrieval.reranker", "retrieval.lam", "retrieval.r", "retrieval.k", "retrieval.chunks",
