@@ -296,8 +296,8 @@ def test_memory_levers_start_from_the_configured_memory_and_read_dev_only(repo):
     levers = json.loads((root / "reports/memory_quality.json").read_text())["memory_levers_dev"]
     params = load_params(root / "params.yaml")
     assert [r["probe"] for r in levers] == ["as configured", *params.ablations.memory_levers]
-    gain = next(k for k in levers[0] if k.startswith("dev Δ"))
-    assert levers[0][gain] == "+0.0 [+0.0, +0.0]"
+    zero = levers[0]["dev gain"]
+    assert (zero["value"], zero["ci_low"], zero["ci_high"], zero["split"]) == (0, 0, 0, "dev")
     assert all(k.startswith("dev") or k in ("probe", "has precision", "has recall", "not has precision", "not has recall")
                for r in levers for k in r)
     assert "## Memory levers (dev only)" in (root / "reports/memory_quality.md").read_text()

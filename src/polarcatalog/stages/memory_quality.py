@@ -23,6 +23,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from polarcatalog.config import Graph, probe_lever  # noqa: E402
+from polarcatalog.eval.bootstrap import Interval  # noqa: E402
 from polarcatalog.eval.protocol import Protocol, diff_text, headline_value, long_rows  # noqa: E402
 from polarcatalog.memory.constraints import Strength  # noqa: E402
 from polarcatalog.memory.memories import QUALITY, Memory, degraded_memory, edge_quality  # noqa: E402
@@ -108,9 +109,10 @@ def kappa_sensitivity(setup: PolarSetup, kappas: list[float], protocol: Protocol
 def memory_levers(setup: PolarSetup, graph: Graph, levers: list[str], protocol: Protocol) -> pd.DataFrame:
     """Can the embedded memory be moved toward the break-even? The probe verifier refitted with one knob changed per
     lever (`ablations.memory_levers`), the configured memory rebuilt from its scores: edge quality on the pairs the
-    queries read, dev target accuracy under `none`, the configured strength and `hard`, and the dev gain over the
-    configured memory under the configured strength with its paired CI. Dev only; a lever earns a place in params.yaml
-    only when that CI excludes 0. Empty for another verifier (the levers are the probe's)."""
+    queries read, dev target accuracy under `none`, the configured strength and `hard`, and `dev gain`, the paired
+    dev difference from the memory as configured under the configured strength (its Interval record). Dev only; a
+    lever earns a place in params.yaml only when that CI excludes 0. Empty for another verifier (the levers are the
+    probe's). The first row is the memory as configured, from the graph stage's own scores."""
     if graph.verifier != "probe" or not levers:
         return pd.DataFrame()
     cq = setup.queries
@@ -118,20 +120,32 @@ def memory_levers(setup: PolarSetup, graph: Graph, levers: list[str], protocol: 
     pq = protocol.take(cq.rows)
     strengths = list(dict.fromkeys([Strength.parse("none"), setup.strength, Strength.parse("hard")]))
     configured = setup.strength.label()
-    rows, base = [], None
-    for spec in ["as configured", *levers]:
-        g = graph if base is None else graph.model_copy(update=probe_lever(spec))
-        scores = ProbeVerifier(g.probe_folds, g.probe_c, g.seed, g.probe_dim).score(setup.inputs)
-        memory = replace(setup, scores=scores).configured_memory()[1]
-        results = dict(setup.evaluate(cq, memory, strengths))
-        base = base or results
+
+    def row(name: str, lever: PolarSetup) -> dict[str, Any]:
+        memory = lever.configured_memory()[1]
+        results = dict(lever.evaluate(cq, memory, strengths))
         quality = edge_quality(memory, cand, concepts, setup.inputs.truth)
-        row: dict[str, Any] = {"probe": spec, **{k.replace("_", " "): round(100 * quality[k], 1) for k in QUALITY}}
-        row |= {f"dev {label}": round(100 * pq.mean(values[ACCURACY], "dev"), 1) for label, values in results.items()}
-        gain = pq.difference(results[configured][ACCURACY], base[configured][ACCURACY], "dev")
-        row[f"dev Δ {configured} [95% CI]"] = diff_text(gain)
-        rows.append(row)
-    return pd.DataFrame(rows)
+        return {"probe": name, **{k.replace("_", " "): round(100 * quality[k], 1) for k in QUALITY},
+                **{f"dev {label}": round(100 * pq.mean(values[ACCURACY], "dev"), 1) for label, values in results.items()},
+                "_hit": results[configured][ACCURACY]}
+
+    rows = [row("as configured", setup)]
+    for spec in levers:
+        g = graph.model_copy(update=probe_lever(spec))
+        rows.append(row(spec, replace(setup, scores=ProbeVerifier(g.probe_folds, g.probe_c, g.seed, g.probe_dim).score(setup.inputs))))
+    for r in rows:
+        r["dev gain"] = pq.difference(r["_hit"], rows[0]["_hit"], "dev").record("dev") | {"strength": configured}
+    return pd.DataFrame(rows).drop(columns="_hit")
+
+
+def gain_text(record: dict[str, Any]) -> str:
+    """A lever's `dev gain` record as the tables print differences: `+0.7 [+0.2, +1.4] *`."""
+    return diff_text(Interval(record["value"], record["ci_low"], record["ci_high"], record["n"]))
+
+
+def lever_gains_above_zero(records: list[dict[str, Any]]) -> list[str]:
+    """The levers (not the configured row) whose dev gain has a CI above 0."""
+    return [r["probe"] for r in records[1:] if r["dev gain"]["ci_low"] > 0]
 
 
 def _dev(df: pd.DataFrame, strength: str) -> pd.DataFrame:
@@ -230,13 +244,15 @@ def markdown(df: pd.DataFrame, start: dict[str, float], even: dict[str, Any], n_
                   "κ sets the UNCERTAIN margin δ = κ·σ_w; it is fixed a priori, since PolarMem gives no value. The configured "
                   "memory rebuilt at each κ, dev target accuracy@1 in %:", "", kappas.to_markdown(index=False), ""]
     if levers is not None and not levers.empty:
-        gain = next(c for c in levers.columns if c.startswith("dev Δ"))
-        up = levers[levers[gain].str.endswith("*") & levers[gain].str.startswith("+")]["probe"].tolist()
+        records = levers.to_dict("records")
+        up = lever_gains_above_zero(records)
+        table = levers.drop(columns="dev gain").assign(**{
+            f"dev Δ {records[0]['dev gain']['strength']} [95% CI]": [gain_text(r["dev gain"]) for r in records]})
         lines += ["## Memory levers (dev only)", "",
                   "The probe verifier refitted with one knob changed, the configured memory rebuilt from its scores; edge "
                   "quality on the pairs the queries read and dev target accuracy@1 in %, the last column the paired dev "
                   "gain over the memory as configured (`*`: its CI excludes 0). Test is not read here.", "",
-                  levers.to_markdown(index=False), "",
+                  table.to_markdown(index=False), "",
                   (f"Dev gain with a CI above 0: {', '.join(up)} — a candidate for params.yaml." if up else
                    "No lever's dev gain has a CI above 0: the probes keep their configured knobs, and none of these moves "
                    "the memory's edge quality near the break-even above."), ""]

@@ -22,6 +22,7 @@ from polarcatalog.config import Params
 from polarcatalog.data.images import BadImageError, load_rgb
 from polarcatalog.eval.bootstrap import Interval
 from polarcatalog.eval.protocol import Protocol, diff_text, long_rows
+from polarcatalog.stages import memory_quality
 
 
 def code_commit(root: Path, code: list[str]) -> str:
@@ -182,11 +183,11 @@ def _levers_text(mq: dict[str, Any]) -> str:
     levers = mq.get("memory_levers_dev") or []
     if len(levers) < 2:
         return ""
-    gain = next(k for k in levers[0] if k.startswith("dev Δ"))
-    best = max(levers[1:], key=lambda r: float(r[gain].split()[0]))
-    up = [r["probe"] for r in levers[1:] if r[gain].endswith("*") and r[gain].startswith("+")]
+    best = max(levers[1:], key=lambda r: r["dev gain"]["value"])
+    up = memory_quality.lever_gains_above_zero(levers)
     return (f" The probe levers tried on dev ({', '.join(r['probe'] for r in levers[1:])}, each against the memory as "
-            f"configured) reach at best {best[gain]} points of dev accuracy under the configured strength ({best['probe']}); "
+            f"configured) reach at best {memory_quality.gain_text(best['dev gain'])} points of dev accuracy under the "
+            f"configured strength ({best['probe']}); "
             + (f"{', '.join(up)} clear 0." if up else "none clears 0, and none brings the memory near that break-even."))
 
 
