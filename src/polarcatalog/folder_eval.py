@@ -153,8 +153,10 @@ def _committed_params(params_file: Path) -> dict[str, Any] | None:
 
 
 def configuration_text(config: dict[str, dict[str, Any]]) -> str:
-    return "configuration: " + "; ".join(f"{k} = {v['value']}" + ("" if v["source"].startswith("params") and "," not in v["source"]
-                                                                   else f" ({v['source']})") for k, v in config.items())
+    """One line; a value's source is named where it is not the committed params file."""
+    departs = lambda source: source == "--set" or ", uncommitted" in source  # noqa: E731
+    return "configuration: " + "; ".join(f"{k} = {v['value']}" + (f" ({v['source']})" if departs(v["source"]) else "")
+                                         for k, v in config.items())
 
 
 @dataclass
