@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
 from PIL import Image, ImageOps
 
 from polarcatalog.encoders import ImageEncoder, TextEncoder, create_encoder, has_text_tower, image_encoder
-from polarcatalog.encoders.registry import DeferredImageEncoder
+from polarcatalog.encoders.registry import DeferredImageEncoder, parse_encoder
 from polarcatalog.data.regions import content_box
 from polarcatalog.encoders.preprocess import Preprocess, apply, derive, local_views
 from polarcatalog.features.cache import CacheError, FeatureCache
@@ -93,6 +95,61 @@ def test_open_clip_local_checkpoint_file_reproduces_embeddings(tiny_clip_name, i
     assert "tiny.safetensors" in loaded.id
     with pytest.raises(ValueError, match="checkpoint file .* not found"):
         create_encoder(f"open_clip:{tiny_clip_name}:{tmp_path / 'nope.safetensors'}", "image", "cpu")
+
+
+def test_open_clip_local_dir_keeps_its_release_preprocessing(tiny_clip_name, images, tmp_path):
+    """A `local-dir:` folder (open_clip's release layout) carries the architecture, the weights *and* the
+    preprocessing: SigLIP-style mean/std of 0.5 reach the encoder, where a bare checkpoint file would get the
+    architecture's default (OpenAI's) statistics. Replacing the weights is a new cache id."""
+    import json
+
+    from safetensors.torch import save_file
+
+    from tests.conftest import TINY_CLIP
+
+    torch.manual_seed(2)
+    enc = create_encoder(f"open_clip:{tiny_clip_name}:random", "image", "cpu")
+    folder = tmp_path / "release"
+    folder.mkdir()
+    (folder / "open_clip_config.json").write_text(json.dumps(
+        {"model_cfg": TINY_CLIP, "preprocess_cfg": {"mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5], "resize_mode": "squash"}}))
+    save_file({k: v.contiguous() for k, v in enc.model.state_dict().items()}, str(folder / "open_clip_model.safetensors"))
+    name = f"open_clip:local-dir:{folder}"
+    assert parse_encoder(name).name == name and parse_encoder(name).pretrained is None and has_text_tower(name)
+    loaded = create_encoder(name, "image", "cpu")
+    normalize = loaded.preprocess.transforms[-1]
+    assert list(normalize.mean) == [0.5, 0.5, 0.5] and list(normalize.std) == [0.5, 0.5, 0.5]
+    ims = [Image.open(p).convert("RGB") for p in images]
+    assert not np.allclose(enc.encode_images(ims), loaded.encode_images(ims), atol=1e-4)  # same weights, other inputs
+    np.testing.assert_allclose(enc.encode_texts(["a red bird"]), loaded.encode_texts(["a red bird"]), atol=1e-6)
+    before = image_encoder(name, "cpu").id
+    save_file({k: v.contiguous() + 1 for k, v in enc.model.state_dict().items()}, str(folder / "open_clip_model.safetensors"))
+    os.utime(folder / "open_clip_model.safetensors", (1, 1))
+    assert image_encoder(name, "cpu").id != before
+    (folder / "open_clip_config.json").unlink()
+    with pytest.raises(ValueError, match="open_clip_config.json not found"):
+        parse_encoder(name)
+
+
+def test_an_architecture_in_the_projects_config_folder_builds_in_any_process(tmp_path, monkeypatch):
+    """`models/open_clip_configs/<name>.json` defines an architecture for every process of the project: the name
+    resolves without a test's or a user's own `add_model_config` call."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import TINY_CLIP
+
+    (tmp_path / "models" / "open_clip_configs").mkdir(parents=True)
+    (tmp_path / "models" / "open_clip_configs" / "pc-project-clip.json").write_text(json.dumps(TINY_CLIP))
+    code = ("from polarcatalog.encoders import create_encoder; "
+            "print(create_encoder('open_clip:pc-project-clip:random', 'image', 'cpu').dim)")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "POLARCATALOG_ROOT": str(tmp_path)},
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "16"
+    missing = subprocess.run([sys.executable, "-c", code], env={**os.environ, "POLARCATALOG_ROOT": str(tmp_path / "models")},
+                             capture_output=True, text=True)
+    assert missing.returncode != 0 and "pc-project-clip" in missing.stderr
 
 
 def test_dinov2_hf_through_the_same_path(images, tmp_path):

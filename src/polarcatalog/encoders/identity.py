@@ -4,6 +4,7 @@ computable without building the model, so that a caller who finds every vector i
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -22,10 +23,23 @@ def open_clip_weights(pretrained: str | None) -> str | None:
     return None if pretrained in (None, "", "none", "random") else pretrained
 
 
+def _file_id(path: Path) -> str:
+    st = os.stat(path)
+    return f"{path.name}:{st.st_size}:{int(st.st_mtime)}"
+
+
 def open_clip_id(model: str, pretrained: str | None) -> str:
-    """A local checkpoint is named by its file name, size and mtime: replacing the file is a new id."""
+    """A local checkpoint is named by its file name, size and mtime: replacing the file is a new id. A `local-dir:`
+    folder by its weight files so, and its open_clip_config.json by content (the preprocessing lives there)."""
+    if model.startswith("local-dir:"):
+        folder = Path(model.removeprefix("local-dir:"))
+        config = folder / "open_clip_config.json"
+        digest = hashlib.sha256(config.read_bytes()).hexdigest()[:12] if config.is_file() else "no-config"
+        weights = sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin", ".pth", ".pt")) if folder.is_dir() else []
+        return f"open_clip:{model}:config-{digest}:" + ",".join(_file_id(p) for p in weights)
+    if model.startswith("hf-hub:"):
+        return f"open_clip:{model}"
     weights = open_clip_weights(pretrained)
     if weights and Path(weights).is_file():
-        st = os.stat(weights)
-        return f"open_clip:{model}:{Path(weights).name}:{st.st_size}:{int(st.st_mtime)}"
+        return f"open_clip:{model}:{_file_id(Path(weights))}"
     return f"open_clip:{model}:{weights or 'random'}"

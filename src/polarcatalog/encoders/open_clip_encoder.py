@@ -5,17 +5,20 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-import open_clip
 import torch
 from PIL import Image
 
 from polarcatalog.device import resolve_device
 from polarcatalog.encoders.identity import open_clip_id, open_clip_weights
+from polarcatalog.encoders.open_clip_configs import open_clip_library
 from polarcatalog.progress import batches
 
 
 class OpenClipEncoder:
-    def __init__(self, model: str, pretrained: str, device: str = "auto"):
+    def __init__(self, model: str, pretrained: str | None, device: str = "auto"):
+        """`model` is an architecture name (open_clip's or the project's `models/open_clip_configs/`) with `pretrained`
+        a tag, a checkpoint file or `random`; or a `local-dir:` / `hf-hub:` name, which carries its own weights."""
+        open_clip = open_clip_library()
         self.device = resolve_device(device)
         weights = open_clip_weights(pretrained)  # a missing checkpoint fails in parse_encoder
         self.model, _, self.preprocess = open_clip.create_model_and_transforms(model, pretrained=weights, device=self.device)

