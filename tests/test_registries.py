@@ -17,7 +17,7 @@ from polarcatalog.memory.verifiers import VERIFIERS, ProbeVerifier, create_verif
 @pytest.mark.parametrize("make, message", [
     (lambda: parse_encoder("resnet9000"), "unknown image encoder 'resnet9000'; allowed: efficientnet_lite0, efficientnet_lite1, efficientnet_lite2, "
                                           "<name>@<input px 32-1024>, open_clip:<model>:<pretrained or checkpoint file>, "
-                                          "hf:<model id or folder>"),
+                                          "open_clip:local-dir:<folder>, open_clip:hf-hub:<org/repo>, hf:<model id or folder>"),
     (lambda: parse_encoder("efficientnet_lite2@12"), "unknown image encoder 'efficientnet_lite2@12'"),
     (lambda: create_encoder("minilm", "image"), "unknown image encoder 'minilm'; allowed: efficientnet_lite0"),
     (lambda: create_encoder("efficientnet_lite0", "text"), "unknown text encoder 'efficientnet_lite0'; allowed: minilm"),
