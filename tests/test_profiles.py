@@ -126,3 +126,38 @@ def test_a_profile_whose_reference_data_is_missing_fails_before_dvc_runs(tmp_pat
     proc = subprocess.run([CLI, "check-params", "--profile", "gpu-birds"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 2 and "lacks" in proc.stderr
+
+
+def test_gpu_pokemon_is_the_papers_setup_with_every_departure_named():
+    """Every knob the CPU default tunes away from the papers takes the paper's value in gpu-pokemon, or the profile names
+    it with a reason; its CLIP member is OpenAI's weights on the QuickGELU architecture they were trained with."""
+    params = profiles.resolve("gpu-pokemon", ROOT)[0]
+    knobs = profiles.paper_knobs("gpu-pokemon", params, ROOT)
+    assert {k.key for k in knobs} == set(profiles.PAPER_SETUP)
+    assert all(k.state in ("paper", "departure") for k in knobs), [k for k in knobs if k.state == "UNNAMED departure"]
+    assert "open_clip:ViT-L-14-quickgelu:openai" in params.retrieval.ensemble
+    proc = subprocess.run([CLI, "check-params", "--profile", "gpu-pokemon"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "against the papers' setup" in proc.stderr and "UNNAMED" not in proc.stderr
+    assert all(key in proc.stderr for key in profiles.PAPER_SETUP)
+
+
+def test_a_profile_claiming_the_papers_setup_fails_on_an_unnamed_departure(tmp_path):
+    """A CPU-tuned value in gpu-pokemon fails validation naming the key; named under `departures:` it passes and is
+    listed with its reason. `departures:` never reaches the params."""
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    overlay = yaml.safe_load((ROOT / "params.gpu-pokemon.yaml").read_text())
+    overlay["encoders"]["flips"] = True
+    (tmp_path / "params.gpu-pokemon.yaml").write_text(yaml.safe_dump(overlay, sort_keys=False))
+    with pytest.raises(ParamsError, match=r"claims the papers' setup, but encoders.flips differ"):
+        profiles.resolve("gpu-pokemon", tmp_path)
+    overlay["departures"] = {"encoders.flips": "sprites face both ways (measured on dev with these models)"}
+    (tmp_path / "params.gpu-pokemon.yaml").write_text(yaml.safe_dump(overlay, sort_keys=False))
+    params, changed = profiles.resolve("gpu-pokemon", tmp_path)
+    flips = next(k for k in profiles.paper_knobs("gpu-pokemon", params, tmp_path) if k.key == "encoders.flips")
+    assert (flips.state, flips.value, flips.paper) == ("departure", True, False) and "sprites" in flips.reason
+    assert "sprites face both ways" in profiles.knobs_text([flips]) and not any(k.startswith("departures") for k in changed)
+    overlay["departures"] = {"encoders.batch_size": "not a knob of the papers' setup"}
+    (tmp_path / "params.gpu-pokemon.yaml").write_text(yaml.safe_dump(overlay, sort_keys=False))
+    with pytest.raises(ParamsError, match=r"departures \['encoders.batch_size'\] are not knobs"):
+        profiles.resolve("gpu-pokemon", tmp_path)

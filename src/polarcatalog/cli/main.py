@@ -35,6 +35,8 @@ def check_params(
         raise typer.Exit(2) from None
     if stamp is None:
         typer.echo(json.dumps(p.model_dump(mode="json"), indent=2))
+        if profile:  # on stderr: stdout stays the params' JSON
+            typer.echo(f"profile {profile} {profiles.knobs_text(profiles.paper_knobs(profile, p, params.parent))}", err=True)
         return
     stamp.parent.mkdir(parents=True, exist_ok=True)
     stamp.write_text("params.yaml validated\n")
