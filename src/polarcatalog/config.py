@@ -83,6 +83,7 @@ class Curate(_Section):
     summary_max_words: int = Field(127, ge=10, le=2000)
     llm_model: str | None = None
     llm_max_new_tokens: int = Field(200, ge=1, le=4096)
+    llm_batch_size: int = Field(4, ge=1, le=256)  # summarizer prompts per generate call
     chunk_words: int = Field(40, ge=5, le=1000)
     chunk_overlap: int = Field(10, ge=0)
     anchor_filter: Literal["prototype", "imagenet_bird", "vlm"] = "prototype"
@@ -94,7 +95,7 @@ class Curate(_Section):
     # The prototype filter assumes targets are the majority: distractors stay well below half.
     distractor_fraction: float = Field(0.1, ge=0.0, lt=0.5)
     bird_eval_dir: Folder = None
-    batch_size: int = Field(32, ge=1, le=4096)
+    batch_size: int = Field(32, ge=1, le=4096)  # images per anchor-filter forward (every filter, the VLM's too)
 
     @field_validator("size_bins_m")
     @classmethod
@@ -308,6 +309,8 @@ class Kg(_Section):
     )
     extractor: Literal["rules", "llm"] = "rules"  # article triples: rule-based, or a causal LM's JSON (GPU profile)
     llm_model: str | None = None  # hub id or local folder of the causal LM, for extractor llm
+    llm_max_new_tokens: int = Field(256, ge=1, le=4096)  # one species' JSON triples
+    llm_batch_size: int = Field(4, ge=1, le=256)  # articles per generate call
     bridge: int = Field(2, ge=0, le=50)  # B: bridged species added after the top-k (the paper's two chunks)
     hops: Literal[1, 2] = 1
     # two species are linked when they share an entity of every kind of one rule (`typing+ability`: the same type

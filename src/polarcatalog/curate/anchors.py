@@ -133,7 +133,7 @@ def create_anchor_filter(kind: str, *, encoder: EfficientNetEncoder | None = Non
     if kind == "vlm":
         if not vlm_model:
             raise ValueError("curate.vlm_model must name a Qwen2-VL-class model for anchor_filter 'vlm'")
-        return VLMFilter(vlm_model, domain, vlm_threshold, device)
+        return VLMFilter(vlm_model, domain, vlm_threshold, device, batch_size)
     raise ValueError(f"unknown anchor filter {kind!r}; allowed: prototype, imagenet_bird, vlm")
 
 

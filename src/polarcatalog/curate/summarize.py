@@ -111,11 +111,11 @@ class LLMSummarizer:
 
 
 def create_summarizer(kind: str, *, max_words: int = 127, model: str | None = None, domain: str = "pokemon",
-                      max_new_tokens: int = 200, device: str = "auto") -> Summarizer:
+                      max_new_tokens: int = 200, device: str = "auto", batch_size: int = 4) -> Summarizer:
     if kind == "extractive":
         return ExtractiveSummarizer(max_words)
     if kind == "llm":
         if not model:
             raise ValueError("curate.llm_model must name a causal LM (hub id or local folder) for summarizer 'llm'")
-        return LLMSummarizer(model, domain, max_new_tokens, device)
+        return LLMSummarizer(model, domain, max_new_tokens, device, batch_size)
     raise ValueError(f"unknown summarizer {kind!r}; allowed: extractive, llm")

@@ -44,7 +44,8 @@ def catalog(params: Params, wiki_cache: Path = WIKI_CACHE) -> pd.DataFrame:
     species["text"], species["text_source"] = texts, sources
     cur = params.curate
     summarizer = create_summarizer(cur.summarizer, max_words=cur.summary_max_words, model=cur.llm_model, domain="birds",
-                                   max_new_tokens=cur.llm_max_new_tokens, device=params.encoders.device)
+                                   max_new_tokens=cur.llm_max_new_tokens, device=params.encoders.device,
+                                   batch_size=cur.llm_batch_size)
     species["summary"] = summarizer.summarize(species["name"].tolist(), texts)
     return species
 

@@ -112,8 +112,8 @@ def anchor_filter(params: Params) -> ImageNetBirdFilter | VLMFilter:
     cur, enc = params.curate, params.encoders
     if cur.anchor_filter == "vlm":
         return create_anchor_filter("vlm", vlm_model=cur.vlm_model, vlm_threshold=cur.vlm_threshold, domain="birds",
-                                    device=enc.device)
-    return ImageNetBirdFilter(create_encoder(cur.filter_encoder, "image", enc.device, enc.runtime), cur.bird_threshold)
+                                    device=enc.device, batch_size=cur.batch_size)
+    return ImageNetBirdFilter(create_encoder(cur.filter_encoder, "image", enc.device, enc.runtime), cur.bird_threshold, cur.batch_size)
 
 
 def filter_eval(bp: Birds, bird_filter: ImageNetBirdFilter | VLMFilter, quarantine: Quarantine, resamples: int, seed: int,
