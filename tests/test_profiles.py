@@ -136,10 +136,25 @@ def test_gpu_pokemon_is_the_papers_setup_with_every_departure_named():
     assert {k.key for k in knobs} == set(profiles.PAPER_SETUP)
     assert all(k.state in ("paper", "departure") for k in knobs), [k for k in knobs if k.state == "UNNAMED departure"]
     assert "open_clip:ViT-L-14-quickgelu:openai" in params.retrieval.ensemble
-    proc = subprocess.run([CLI, "check-params", "--profile", "gpu-pokemon"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([CLI, "check-params", "--profile", "gpu-pokemon", "--no-device"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "against the papers' setup" in proc.stderr and "UNNAMED" not in proc.stderr
     assert all(key in proc.stderr for key in profiles.PAPER_SETUP)
+
+
+def test_a_gpu_profile_on_a_machine_without_a_visible_gpu_fails_before_any_stage_without_sending_it_to_the_cpu():
+    """`encoders.device: cuda` where torch sees no GPU: check-params (the pipeline's first stage) and `profile` refuse,
+    naming torch's CUDA build and the driver it needs, and advise against `auto`/`cpu` (7B models on the CPU)."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible here")
+    for cmd in ([CLI, "check-params", "--profile", "gpu-pokemon"], [CLI, "profile", "gpu-pokemon"]):
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and "$ dvc" not in proc.stdout, proc.stdout + proc.stderr
+        assert f"CUDA {torch.version.cuda or 'none'}" in proc.stderr and "driver >= 580" in proc.stderr
+        assert "Do not switch this run to 'auto' or 'cpu'" in proc.stderr
 
 
 def test_a_profile_claiming_the_papers_setup_fails_on_an_unnamed_departure(tmp_path):

@@ -26,6 +26,8 @@ def check_params(
     stamp: Optional[Path] = typer.Option(None, help="on success write this file (always the same bytes) instead of "
                                          "printing: the `check` stage's output, which every other stage depends on"),
     profile: Optional[str] = typer.Option(None, help=f"validate params.yaml with a profile's overlay: {', '.join(profiles.PROFILES)}"),
+    device: bool = typer.Option(True, "--device/--no-device", help="also check that this machine can run them (a "
+                                "requested CUDA device is visible); --no-device checks a GPU profile's params on a laptop"),
 ) -> None:
     """Validate a params file; print the resolved params as JSON, or each bad key and exit 2."""
     try:
@@ -37,6 +39,11 @@ def check_params(
         typer.echo(json.dumps(p.model_dump(mode="json"), indent=2))
         if profile:  # on stderr: stdout stays the params' JSON
             typer.echo(f"profile {profile} {profiles.knobs_text(profiles.paper_knobs(profile, p, params.parent))}", err=True)
+    problem = profiles.machine_problem(p) if device else None
+    if problem:
+        typer.echo(f"{problem}\n(--no-device checks the params alone)", err=True)
+        raise typer.Exit(2)
+    if stamp is None:
         return
     stamp.parent.mkdir(parents=True, exist_ok=True)
     stamp.write_text("params.yaml validated\n")
@@ -51,6 +58,9 @@ def profile(
     (params.<name>.yaml) before any compute, then `dvc repro` or `dvc exp run -S ...` of its pipeline."""
     try:
         cmd = profiles.command(name)
+        problem = profiles.machine_problem(profiles.resolve(name)[0])
+        if problem and not dry_run:
+            raise ParamsError(f"profile {name}: {problem}")
     except ParamsError as err:
         typer.echo(str(err), err=True)
         raise typer.Exit(2) from None

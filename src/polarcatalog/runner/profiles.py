@@ -175,6 +175,15 @@ def hydra_value(value: Any) -> str:
     return f'"{text}"'
 
 
+def machine_problem(params: Params) -> str | None:
+    """Why this machine cannot run these params (a requested GPU torch cannot see), or None."""
+    if params.encoders.device != "cuda":
+        return None
+    from polarcatalog.device import cuda_problem  # heavy: torch
+
+    return cuda_problem()
+
+
 def command(name: str, root: Path = Path(".")) -> list[str]:
     """The DVC command the profile runs (validated first)."""
     prof = get(name)
