@@ -104,7 +104,7 @@ class VLMFilter:
         if any(i is None or i == tok.unk_token_id for i in self.yes_no):
             raise ValueError(f"{model}: 'Yes'/'No' are not single tokens of its tokenizer; cannot read P(Yes)")
         self.question = VLM_PROMPT.format(subject=SUBJECT[domain])
-        self.threshold, self.batch_size = threshold, batch_size
+        self.threshold, self.batch_size, self.model_name = threshold, batch_size, model
 
     def p_yes(self, images: Sequence[Image.Image]) -> np.ndarray:
         messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": self.question}]}]

@@ -127,7 +127,8 @@ def filter_eval(bp: Birds, bird_filter: ImageNetBirdFilter | VLMFilter, quaranti
     precision = boot.subset(keep).interval(is_bird.astype(float)) if keep.any() else None
     pos, neg = images.loc[is_bird, "score"].to_numpy(), images.loc[~is_bird, "score"].to_numpy()
     auc = float(((pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])).mean())
-    return images, {**pr, "filter": bird_filter.name, "threshold": bird_filter.threshold, "birds": int(is_bird.sum()), "non_birds": int((~is_bird).sum()),
+    model = {"model": bird_filter.model_name} if isinstance(bird_filter, VLMFilter) else {}  # the ImageNet filter's is fixed
+    return images, {**pr, "filter": bird_filter.name, **model, "threshold": bird_filter.threshold, "birds": int(is_bird.sum()), "non_birds": int((~is_bird).sum()),
                     "recall_ci": [recall.ci_low, recall.ci_high],
                     "precision_ci": [precision.ci_low, precision.ci_high] if precision else None, "auc": round(auc, 4)}
 
@@ -253,6 +254,7 @@ def markdown(catalog_stats: dict, table_md: str, rows: pd.DataFrame, filt: dict,
     ci = lambda c: "" if not c else f" [{100 * c[0]:.1f}, {100 * c[1]:.1f}]"  # noqa: E731
     cols = ["benchmark", "classes", "matched", "by_exact", "by_compact", "by_checklist", "by_table", "shared_species",
             "images", "images_matched", "misses"] + (["photos_found"] if "photos_found" in bench else [])
+    filter_text = "ImageNet P(bird)" if filt["filter"] == "imagenet_bird" else f"The VLM {filt.get('model')}'s P(Yes)"
     return "\n".join([
         "# Birds: the reference run without photos",
         "",
@@ -284,10 +286,12 @@ def markdown(catalog_stats: dict, table_md: str, rows: pd.DataFrame, filt: dict,
         "",
         "## Anchor filter (is there a bird?)",
         "",
-        f"{'ImageNet P(bird)' if filt['filter'] == 'imagenet_bird' else 'The VLM P(Yes)'} ≥ {filt['threshold']} on {filt['birds']} clip-art birds vs {filt['non_birds']} non-bird photos: "
+        f"{filter_text} ≥ {filt['threshold']} on {filt['birds']} clip-art birds vs {filt['non_birds']} non-bird photos: "
         f"recall {pr(filt['recall'])}{ci(filt['recall_ci'])}, precision {pr(filt['precision'])}{ci(filt['precision_ci'])} "
-        f"(image bootstrap), rank AUC {filt['auc']:.3f}. Clip-art is a harder domain than Wikipedia photos for an "
-        "ImageNet classifier; on GPU the filter is the paper's VLM question (`curate.anchor_filter: vlm`).",
+        f"(image bootstrap), rank AUC {filt['auc']:.3f}. "
+        + ("Clip-art is a harder domain than Wikipedia photos for an ImageNet classifier; on GPU the filter is the "
+           "paper's VLM question (`curate.anchor_filter: vlm`)." if filt["filter"] == "imagenet_bird" else
+           "The question is the paper's (VR-RAG §3: 'Is there a bird present in the Image? Reply only with Yes or No')."),
         "",
         "## Benchmarks: split lists matched to the catalog",
         "",
@@ -303,8 +307,8 @@ def markdown(catalog_stats: dict, table_md: str, rows: pd.DataFrame, filt: dict,
         "(`birds.image_root`) and anchor images (the Wikipedia articles' images, `data.wikipedia.WikipediaFetcher."
         "image_urls`), neither of which exists on this machine.",
         "- The MLLM reader's accuracy (Table 3, Fig. 2): the photos, and a Qwen2.5-VL-class model (`reader.model`).",
-        "- Wikipedia article summaries as the species text (`birds.articles: wikipedia`, network; the LLM summarizer on "
-        "GPU) instead of the checklist's sentence.",
+        *(["- Wikipedia article summaries as the species text (`birds.articles: wikipedia`, network; the LLM summarizer "
+           "on GPU) instead of the checklist's sentence."] if set(catalog_stats["text_sources"]) == {"avilist-2025"} else []),
         "- PolarMem on birds: CUB's 312 attributes are the concept vocabulary with per-class ground truth "
         "(`data.cub`), verified on photos.",
         "",

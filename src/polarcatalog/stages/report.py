@@ -7,6 +7,7 @@ from a file another stage wrote, with the split it was measured on."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from polarcatalog.config import Params
+from polarcatalog.config import Params, flatten, read_params_yaml
+from polarcatalog.encoders import has_text_tower, parse_encoder
 from polarcatalog.data.images import BadImageError, load_rgb
 from polarcatalog.eval.bootstrap import Interval
 from polarcatalog.eval.protocol import Protocol, diff_text, long_rows
@@ -34,6 +36,28 @@ def code_commit(root: Path, code: list[str]) -> str:
     if not commit:
         return "unknown (not a git checkout)"
     return commit + (" + uncommitted changes" if git("status", "--porcelain", "--", *code) else "")
+
+
+def params_overrides(root: Path) -> dict[str, Any]:
+    """The params.yaml keys whose value differs from the committed file's: a DVC experiment's `-S` values (a profile's
+    overlay), or an uncommitted edit. Empty outside git or when the file is as committed."""
+    head = subprocess.run(["git", "show", "HEAD:params.yaml"], cwd=root, capture_output=True, text=True)
+    if head.returncode != 0:
+        return {}
+    import yaml  # the committed text, parsed as the workspace's file is
+
+    base, mine = flatten(yaml.safe_load(head.stdout) or {}), flatten(read_params_yaml(root / "params.yaml"))
+    return {k: mine.get(k) for k in sorted(set(base) | set(mine)) if base.get(k) != mine.get(k)}
+
+
+def run_text(commit: str, overrides: dict[str, Any], experiment: str | None = None) -> str:
+    """How this report was produced, for its first line: the command (a DVC experiment is named; DVC sets
+    DVC_EXP_NAME for its stages), the code commit, and every params value that is not the committed file's."""
+    experiment = experiment if experiment is not None else os.environ.get("DVC_EXP_NAME")
+    how = f"DVC experiment `{experiment}` (`dvc exp run`)" if experiment else "`make repro` (`dvc repro`)"
+    changed = ("as committed" if not overrides else "as committed except "
+               + ", ".join(f"`{k}={json.dumps(v, ensure_ascii=False)}`" for k, v in overrides.items()))
+    return f"Produced by {how} at code commit `{commit}`, with `params.yaml` {changed}"
 
 
 def load_reports(reports: Path) -> dict[str, Any]:
@@ -191,7 +215,68 @@ def _levers_text(mq: dict[str, Any]) -> str:
             + (f"{', '.join(up)} clear 0." if up else "none clears 0, and none brings the memory near that break-even."))
 
 
-def results_markdown(params: Params, commit: str, m: dict[str, Any], plots: dict[str, pd.DataFrame], k: int) -> str:
+def _lam_text(chunks: str, curves: list[str]) -> str:
+    """What the λ trade-off mixes under the configured chunks, and which other curves the figure shows."""
+    others = [c for c in curves if c != chunks]
+    beside = f" (`figures/ablate_lam.png` also shows {', '.join(f'`{c}`' for c in others)})" if others else ""
+    if chunks == "anchors":
+        return ("With the configured `anchors` chunks both terms are image similarities; the paper's text + image vs "
+                "image trade-off is the `multimodal` curve beside it (`figures/ablate_lam.png`)."
+                if "multimodal" in others else f"With the configured `anchors` chunks both terms are image similarities{beside}.")
+    what = "the chunk text's and the anchors' similarities averaged (Eq. 1)" if chunks == "multimodal" else "the chunk text's similarity"
+    return f"With the configured `{chunks}` chunks, s_m is {what}, against the re-ranker's image similarity: the paper's trade-off{beside}."
+
+
+def _reader_text(params: Params, top_k: dict[str, Any]) -> str:
+    """The reader's accuracy at the configured k, VR-RAG's headline, when a reader ran."""
+    acc = top_k.get("reader accuracy")
+    if not params.reader.model or not acc:
+        return ""
+    at = acc.get(str(params.retrieval.k)) or acc[max(acc, key=int)]
+    k = params.retrieval.k if str(params.retrieval.k) in acc else max(acc, key=int)
+    return (f"Reader `{params.reader.model}` (VR-RAG Table 3: the MLLM reads the query with the top-{k} summaries"
+            + (" and the knowledge graph's facts" if params.reader.facts else "")
+            + f" and names the species): test accuracy **{_ci(at)}** (n = {at['n']} queries); per k in "
+            "[ablate_top_k.md](ablate_top_k.md). ")
+
+
+def models_section(params: Params) -> list[str]:
+    """What this run's models can and cannot show, from the configuration it ran with."""
+    cpu_default = (all(parse_encoder(n).family in ("efficientnet", "minilm") for n in params.encoders.names)
+                   and params.graph.verifier == "probe" and not params.reader.model)
+    if cpu_default:
+        return ["## What the embedded models can and cannot show", "",
+                "The default run uses three small ImageNet CNNs (EfficientNet-Lite0/1/2) and MiniLM, offline on a CPU. They can show "
+                "the method's mechanics and its relative effects with honest uncertainty: the anchor-based retrieval, the visual "
+                "re-rank, the score ensemble, constraint enforcement against oracle and random memories, coverage. They cannot "
+                "show the papers' absolute numbers: without a text tower the chunk text reaches image space only through a weak "
+                "ridge bridge (near-chance `text` rows), so the paper's text + image trade-off (Fig. 3) is not reproduced; the concept "
+                "verifier is a linear probe, not a VLM; and there is no reader model, so top-k reports retrieval recall, the bound on "
+                "any reader. The GPU profile's models (CLIP-like encoders, a Qwen2.5-VL-class verifier and reader) are the paper's setting.",
+                ""]
+    rp, g, cur = params.retrieval, params.graph, params.curate
+    bridged = [n for n in rp.ensemble if not has_text_tower(n)]
+    verifier = {"probe": "linear probes on the encoders' features (not a VLM)",
+                "zero_shot": f"zero-shot prompts of `{g.zero_shot_encoder}`", "vlm": f"the VLM `{g.vlm_model}`'s P(Yes)"}[g.verifier]
+    return ["## This run's models", "",
+            f"- Retrieval g (Eq. 1): {', '.join(f'`{n}`' for n in rp.ensemble)}; chunks `{rp.chunks}`; "
+            + (f"text bridged by a ridge map for {', '.join(f'`{n}`' for n in bridged)} (no text tower)" if bridged
+               else "every member's own text tower") + ".",
+            f"- Re-ranker h (Eq. 2): " + (f"`{rp.reranker}`, λ = {rp.lam}." if rp.reranker else "none."),
+            f"- Concept verifier (PolarMem): {verifier}.",
+            "- Reader: " + (f"`{params.reader.model}`: the recognition accuracy above is its answer." if params.reader.model
+                            else "none, so top-k reports retrieval recall, the bound on any reader."),
+            "- Species text: " + (f"distilled by `{cur.llm_model}` (VR-RAG §3)." if cur.summarizer == "llm"
+                                  else "the extractive summarizer (no LLM)."),
+            "- Anchor filter: " + (f"`{cur.vlm_model}`'s yes/no answer (VR-RAG §3)." if cur.anchor_filter == "vlm"
+                                   else f"`{cur.anchor_filter}` on `{cur.filter_encoder}` features."),
+            ""]
+
+
+def results_markdown(params: Params, commit: str, m: dict[str, Any], plots: dict[str, pd.DataFrame], k: int,
+                     overrides: dict[str, Any] | None = None, experiment: str | None = None) -> str:
+    """`commit`: the code commit (`code_commit`); `overrides`: params values that are not the committed file's
+    (`params_overrides`); `experiment`: the DVC experiment's name (default: DVC_EXP_NAME)."""
     r, lam, cons = m["retrieval"], m["ablate_lam"]["chosen_on_dev"], plots["constraint"]
     p = r["protocol"]
     retrieval = plots["retrieval"]
@@ -217,7 +302,7 @@ def results_markdown(params: Params, commit: str, m: dict[str, Any], plots: dict
     rp = params.retrieval
     return "\n".join([
         "# Results", "",
-        f"Produced by `make repro` (`dvc repro`) at code commit `{commit}`, with `params.yaml` as committed: "
+        f"{run_text(commit, overrides or {}, experiment)}: "
         f"retrieval ensemble {'+'.join(rp.ensemble)}, chunks `{rp.chunks}`, re-ranker {rp.reranker}, λ = {rp.lam}, r = {rp.r}, "
         f"k = {rp.k}, colour-nuisance projection "
         + (f"on {'+'.join(rp.colour_invariant)} (d {rp.colour_invariant_dim})" if rp.colour_invariant else "off")
@@ -237,9 +322,12 @@ def results_markdown(params: Params, commit: str, m: dict[str, Any], plots: dict
         "graph-RAG paper's two chunks) and the link rules, the encoders' input size, and "
         f"`retrieval.reference_folds` = {params.retrieval.reference_folds} — and every number here is "
         f"test, with a 95 % CI from a paired bootstrap over species ({p['bootstrap']} resamples; a species' regular and shiny "
-        "sprites move together). A difference is called one only when its CI excludes 0. Ties are pessimistic.", "",
+        "sprites move together). A difference is called one only when its CI excludes 0. Ties are pessimistic."
+        + (" The values in the first line's exceptions are this run's own (a profile's overlay or an experiment's `-S`), "
+           "not dev choices." if overrides else ""), "",
         "## Recognition (VR-RAG Tables 2 and 5 analog)", "",
-        f"Configured pipeline: test mRR@1 **{_ci(r['configured']['all']['mRR@1'])}**, R@10 {_ci(r['configured']['all']['R@10'])}; "
+        _reader_text(params, m["ablate_top_k"]["test"])
+        + f"Configured pipeline: test mRR@1 **{_ci(r['configured']['all']['mRR@1'])}**, R@10 {_ci(r['configured']['all']['R@10'])}; "
         + "; ".join(f"{grp} {_ci(v['mRR@1'])}" for grp, v in r["configured"].items() if grp != "all")
         + f". Chance: mRR@1 {100 * r['chance']['mRR@1']:.2f}. Every query is scored alone, with query-side statistics "
         f"(`retrieval.query_centre: {r['query_centre']}`) that contain no test image. "
@@ -261,12 +349,13 @@ def results_markdown(params: Params, commit: str, m: dict[str, Any], plots: dict
         "Full table (per variant, mRR@10, R@10): [retrieval.md](retrieval.md). Figure: `figures/retrieval_table.png`.", "",
         "## λ (VR-RAG Fig. 3) and top-k (Fig. 2)", "",
         f"λ chosen on dev: **{lam['lam']}** (dev mRR@1 {100 * lam['dev']:.1f}); its test mRR@1 {_ci(lam['test'])}; configured "
-        f"λ = {lam['configured']}. With the configured `anchors` chunks both terms are image similarities; the paper's "
-        "text + image vs image trade-off is the `multimodal` curve beside it (`figures/ablate_lam.png`).", "",
+        f"λ = {lam['configured']}. " + _lam_text(rp.chunks, list(dict.fromkeys(plots["lam"]["chunks"]))), "",
         _table(plots["lam"], ["chunks", "lam"], {"test mRR@1 [95% CI]": ("all", "mRR@1", True),
                                                   **{f"{grp}": (grp, "mRR@1", False) for grp in ("regular", "shiny")}}), "",
         _table(top_k, ["k"], {"test R@k [95% CI]": ("all", "R@k", True), "regular": ("regular", "R@k", False),
-                              "shiny": ("shiny", "R@k", False)}), "",
+                              "shiny": ("shiny", "R@k", False),
+                              **({"test reader accuracy [95% CI]": ("all", "reader accuracy", True)}
+                                 if (top_k["metric"] == "reader accuracy").any() else {})}), "",
         "## Constraints with controls (PolarMem Fig. 3 / Table 3)", "",
         f"Primary constrained set (Q− from the target's catalog look-alikes, independent of the ranking scored); test queries; "
         f"Conflict@{k} and filter rate per query over the unconstrained top-{params.graph.filter_pool}. Accuracy under "
@@ -295,13 +384,5 @@ def results_markdown(params: Params, commit: str, m: dict[str, Any], plots: dict
         "`figures/report_generation.png`). The worst test queries beside their gold artwork and top-3: "
         "`figures/report_failures.png`.", "",
         _strata_table(plots["generation"]), "",
-        "## What the embedded models can and cannot show", "",
-        "The default run uses three small ImageNet CNNs (EfficientNet-Lite0/1/2) and MiniLM, offline on a CPU. They can show "
-        "the method's mechanics and its relative effects with honest uncertainty: the anchor-based retrieval, the visual "
-        "re-rank, the score ensemble, constraint enforcement against oracle and random memories, coverage. They cannot "
-        "show the papers' absolute numbers: without a text tower the chunk text reaches image space only through a weak "
-        "ridge bridge (near-chance `text` rows), so the paper's text + image trade-off (Fig. 3) is not reproduced; the concept "
-        "verifier is a linear probe, not a VLM; and there is no reader model, so top-k reports retrieval recall, the bound on "
-        "any reader. The GPU profile's models (CLIP-like encoders, a Qwen2.5-VL-class verifier and reader) are the paper's setting.",
-        "",
+        *models_section(params),
     ])

@@ -1,0 +1,56 @@
+"""The results page describes the run it came from: the command and experiment, every params value that is not the
+committed file's, the chunks the λ sentence speaks of, the models of each role, and the reader's accuracy."""
+
+from __future__ import annotations
+
+import subprocess
+
+import yaml
+
+from polarcatalog.config import load_params
+from polarcatalog.runner import profiles
+from polarcatalog.stages import report
+from tests.conftest import ROOT
+
+
+def test_the_first_line_names_the_experiment_and_each_value_that_is_not_the_committed_one(tmp_path):
+    git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)  # noqa: E731
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    git("init", "-q")
+    git("add", "params.yaml")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "p")
+    assert report.params_overrides(tmp_path) == {}
+    assert report.run_text("abc", {}, "") == "Produced by `make repro` (`dvc repro`) at code commit `abc`, with `params.yaml` as committed"
+    data = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    data["retrieval"]["lam"], data["encoders"]["flips"] = 0.5, False
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    overrides = report.params_overrides(tmp_path)
+    assert overrides == {"encoders.flips": False, "retrieval.lam": 0.5}
+    assert report.run_text("abc", overrides, "gpu-pokemon") == (
+        "Produced by DVC experiment `gpu-pokemon` (`dvc exp run`) at code commit `abc`, with `params.yaml` as committed "
+        "except `encoders.flips=false`, `retrieval.lam=0.5`")
+
+
+def test_the_lam_sentence_speaks_of_the_configured_chunks():
+    assert "both terms are image similarities" in report._lam_text("anchors", ["anchors", "multimodal"])
+    text = report._lam_text("multimodal", ["multimodal", "anchors"])
+    assert "`multimodal` chunks" in text and "Eq. 1" in text and "`anchors`" in text and "both terms are image" not in text
+
+
+def test_the_models_section_names_the_gpu_profiles_models_and_the_cpu_default_keeps_its_caveats():
+    default = load_params(ROOT / "params.yaml")
+    cpu = "\n".join(report.models_section(default))
+    assert "there is no reader model" in cpu and "linear probe" in cpu
+    gpu = profiles.resolve("gpu-pokemon", ROOT)[0]
+    text = "\n".join(report.models_section(gpu))
+    for model in (*gpu.retrieval.ensemble, gpu.retrieval.reranker, gpu.graph.vlm_model, gpu.reader.model, gpu.curate.llm_model):
+        assert f"`{model}`" in text, model
+    assert "no reader" not in text and "every member's own text tower" in text and "linear probe" not in text
+
+
+def test_the_reader_accuracy_leads_the_recognition_section_when_a_reader_ran():
+    gpu = profiles.resolve("gpu-pokemon", ROOT)[0]
+    acc = {str(k): {"value": 0.5 + k / 100, "ci_low": 0.4, "ci_high": 0.6, "n": 40} for k in (1, 3, 5, 10)}
+    text = report._reader_text(gpu, {"R@k": {}, "reader accuracy": acc})
+    assert f"Reader `{gpu.reader.model}`" in text and "top-5 summaries" in text and "**55.0 [40.0, 60.0]**" in text
+    assert report._reader_text(load_params(ROOT / "params.yaml"), {"R@k": {}}) == ""
