@@ -4,12 +4,16 @@ ground-truth labels, and the reports say so."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from polarcatalog.eval.splits import species_folds
-from polarcatalog.memory.inputs import GraphInputs
 from polarcatalog.memory.verifiers.verifier_types import Scores
 from polarcatalog.progress import progress
+
+if TYPE_CHECKING:  # annotations only: the inputs module pulls in the data layer (scikit-image)
+    from polarcatalog.memory.inputs import GraphInputs
 
 
 class ProbeVerifier:

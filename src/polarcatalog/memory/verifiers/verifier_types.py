@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TYPE_CHECKING
 
 import numpy as np
 
 from polarcatalog.data.concepts import Concept
-from polarcatalog.memory.inputs import GraphInputs
+
+if TYPE_CHECKING:  # annotations only: the inputs module pulls in the data layer (scikit-image)
+    from polarcatalog.memory.inputs import GraphInputs
 
 
 @dataclass

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import copy
 import inspect
-from typing import Sequence
+from typing import Sequence, TYPE_CHECKING
 
 import numpy as np
 
 from polarcatalog.data.images import load_rgb
 from polarcatalog.data.regions import content_box, grid_cell
 from polarcatalog.device import resolve_device
-from polarcatalog.memory.inputs import GraphInputs
 from polarcatalog.memory.verifiers.verifier_types import Scores
 from polarcatalog.progress import progress
+
+if TYPE_CHECKING:  # annotations only: the inputs module pulls in the data layer (scikit-image)
+    from polarcatalog.memory.inputs import GraphInputs
 
 TEMPLATES = (
     "Does this image show {concept}? Answer Yes or No.",

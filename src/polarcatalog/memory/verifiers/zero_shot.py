@@ -9,15 +9,17 @@ A negated prompt ("without red") is not used as the No side: CLIP-like text towe
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TYPE_CHECKING
 
 import numpy as np
 
 from polarcatalog.encoders import EncoderSpec, create_encoder, has_text_tower, parse_encoder
 from polarcatalog.features.encode import encode_texts
-from polarcatalog.memory.inputs import GraphInputs
 from polarcatalog.memory.verifiers.verifier_types import Scores
 from polarcatalog.paths import FEATURE_CACHE
+
+if TYPE_CHECKING:  # annotations only: the inputs module pulls in the data layer (scikit-image)
+    from polarcatalog.memory.inputs import GraphInputs
 
 ZERO_SHOT_TEMPLATES = (  # (with the concept, the neutral "No" side: the same sentence without it)
     ("a picture of a {concept} Pokémon.", "a picture of a Pokémon."),
