@@ -135,7 +135,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run order (with `--dist loadfile --no-loadscope-reorder`, each file goes to one worker, in this order; without
     the flag xdist re-sorts the files by test count): the real pipeline builds first, the tests that only copy a built
     pipeline last, so the second worker reaches them after the build, not waiting."""
-    first = ("test_pipeline.py", "test_birds_pipeline.py")
+    first = ("test_pipeline.py", "test_birds_pipeline.py", "test_gpu_rehearsal.py")
     last = ("test_pipeline_tools.py",)
     rank = lambda item: 0 if item.path.name in first else 2 if item.path.name in last else 1  # noqa: E731
     items.sort(key=rank)  # stable: the files' own order is kept within each group

@@ -15,7 +15,7 @@ PROJECT_CONFIGS = Path("models/open_clip_configs")  # relative to the repository
 
 @lru_cache(maxsize=None)
 def _register(folder: Path) -> None:
-    import open_clip
+    import open_clip  # heavy: torch
 
     if folder.is_dir() and any(folder.glob("*.json")):
         open_clip.add_model_config(folder)

@@ -104,7 +104,7 @@ def markdown(stats: dict[str, Any], rows: pd.DataFrame, gains: dict[str, dict[st
         f"B = {budget} species the base missed that share an entity with a top-{k} species under a link rule "
         f"({', '.join(links)}; {hops} hop{'s' if hops > 1 else ''}), ranked by the base scores. The budget-matched "
         f"control passes the base top-{k + budget}. +KG passes the baseline's set with at most eight facts about its "
-        "species; with no reader model they change nothing the answerer reads, so its row equals the baseline's by "
+        "species; the re-ranker reads no text, so they change nothing it ranks and its row equals the baseline's by "
         "construction (the facts are in the audit trail). The answerer picks from the set, so accuracy on the "
         "incomplete stratum is 0 by construction, and the strata are defined by the baseline's own completeness (0 % in "
         "the deficit, 100 % without), so within a stratum only the change from the baseline says anything. "

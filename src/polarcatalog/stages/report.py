@@ -18,6 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import yaml
 
 from polarcatalog.config import Params, flatten, read_params_yaml
 from polarcatalog.encoders import has_text_tower, parse_encoder
@@ -44,8 +45,6 @@ def params_overrides(root: Path) -> dict[str, Any]:
     head = subprocess.run(["git", "show", "HEAD:params.yaml"], cwd=root, capture_output=True, text=True)
     if head.returncode != 0:
         return {}
-    import yaml  # the committed text, parsed as the workspace's file is
-
     base, mine = flatten(yaml.safe_load(head.stdout) or {}), flatten(read_params_yaml(root / "params.yaml"))
     return {k: mine.get(k) for k in sorted(set(base) | set(mine)) if base.get(k) != mine.get(k)}
 
