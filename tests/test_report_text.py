@@ -54,3 +54,18 @@ def test_the_reader_accuracy_leads_the_recognition_section_when_a_reader_ran():
     text = report._reader_text(gpu, {"R@k": {}, "reader accuracy": acc})
     assert f"Reader `{gpu.reader.model}`" in text and "top-5 summaries" in text and "**55.0 [40.0, 60.0]**" in text
     assert report._reader_text(load_params(ROOT / "params.yaml"), {"R@k": {}}) == ""
+
+
+def test_failure_cases_show_distinct_species_first_and_the_absent_share_is_counted():
+    import numpy as np
+    import pandas as pd
+
+    audit = pd.DataFrame({"query_id": [f"q{i:02d}" for i in range(8)], "split": ["test"] * 7 + ["dev"],
+                          "gold_species_id": [1, 1, 1, 2, 3, 4, 5, 6],
+                          "gold_rank": [np.inf, np.inf, np.inf, np.inf, 7.0, 2.0, 1.0, np.inf],
+                          "ranked_species_ids": [[9]] * 8})
+    cases = report.failure_cases(audit, n=4)
+    assert list(cases["gold_species_id"]) == [1, 2, 3, 4]  # species 1's three absent queries count once before 2
+    assert "split" in cases and "tie" not in cases and (cases["split"] == "test").all()
+    assert list(report.failure_cases(audit, n=7)["gold_species_id"])[-2:] == [1, 1]  # then the repeats
+    assert report.absent_text(audit, 20).startswith("4 of 7 test queries (57.1 %) never reach the top-20 candidates")

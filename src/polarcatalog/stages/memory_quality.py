@@ -111,7 +111,7 @@ def memory_levers(setup: PolarSetup, graph: Graph, levers: list[str], protocol: 
     lever (`ablations.memory_levers`), the configured memory rebuilt from its scores: edge quality on the pairs the
     queries read, dev target accuracy under `none`, the configured strength and `hard`, and `dev gain`, the paired
     dev difference from the memory as configured under the configured strength (its Interval record). Dev only; a
-    lever earns a place in params.yaml only when that CI excludes 0. Empty for another verifier (the levers are the
+    lever earns a place in params.yaml only when that CI lies above 0. Empty for another verifier (the levers are the
     probe's). The first row is the memory as configured, from the graph stage's own scores."""
     if graph.verifier != "probe" or not levers:
         return pd.DataFrame()
@@ -251,7 +251,7 @@ def markdown(df: pd.DataFrame, start: dict[str, float], even: dict[str, Any], n_
         lines += ["## Memory levers (dev only)", "",
                   "The probe verifier refitted with one knob changed, the configured memory rebuilt from its scores; edge "
                   "quality on the pairs the queries read and dev target accuracy@1 in %, the last column the paired dev "
-                  "gain over the memory as configured (`*`: its CI excludes 0). Test is not read here.", "",
+                  "gain over the memory as configured (`*`: its CI lies above 0). Test is not read here.", "",
                   table.to_markdown(index=False), "",
                   (f"Dev gain with a CI above 0: {', '.join(up)} — a candidate for params.yaml." if up else
                    "No lever's dev gain has a CI above 0: the probes keep their configured knobs, and none of these moves "

@@ -6,6 +6,7 @@ from a file another stage wrote, with the split it was measured on."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -92,10 +93,23 @@ def strata_figure(df: pd.DataFrame, name: str) -> plt.Figure:
 
 
 def failure_cases(audit: pd.DataFrame, n: int = 8) -> pd.DataFrame:
-    """The worst test queries: gold ranked lowest (absent first), ties broken by query id, so the grid is stable."""
+    """The worst test queries: gold ranked lowest (absent first), one query per gold species before any species
+    repeats, ties in a fixed hash order of the query id (stable, and not the id's alphabetical order, which would show
+    one generation's first species only)."""
     test = audit[audit["split"] == "test"].copy()
     test["rank_key"] = test["gold_rank"].replace(np.inf, 1e9)
-    return test.sort_values(["rank_key", "query_id"], ascending=[False, True]).head(n)
+    test["tie"] = [hashlib.sha256(str(q).encode()).hexdigest() for q in test["query_id"]]
+    test = test.sort_values(["rank_key", "tie"], ascending=[False, True])
+    first = test.drop_duplicates("gold_species_id")
+    return pd.concat([first, test.drop(first.index)]).head(n).drop(columns=["tie"])
+
+
+def absent_text(audit: pd.DataFrame, r: int) -> str:
+    """How many test queries never reach the candidates the re-rank (and a reader) choose from."""
+    test = audit[audit["split"] == "test"]
+    absent = int((~np.isfinite(test["gold_rank"].to_numpy(dtype=float))).sum())
+    return (f"{absent} of {len(test)} test queries ({100 * absent / max(len(test), 1):.1f} %) never reach the top-{r} "
+            "candidates: their gold species is absent before the re-rank, so no re-ranker or reader can recover them.")
 
 
 def failure_figure(cases: pd.DataFrame, species: pd.DataFrame, anchors: pd.DataFrame, queries: pd.DataFrame) -> plt.Figure:
@@ -273,9 +287,11 @@ def models_section(params: Params) -> list[str]:
 
 
 def results_markdown(params: Params, commit: str, m: dict[str, Any], plots: dict[str, pd.DataFrame], k: int,
-                     overrides: dict[str, Any] | None = None, experiment: str | None = None) -> str:
+                     overrides: dict[str, Any] | None = None, experiment: str | None = None,
+                     audit: pd.DataFrame | None = None) -> str:
     """`commit`: the code commit (`code_commit`); `overrides`: params values that are not the committed file's
-    (`params_overrides`); `experiment`: the DVC experiment's name (default: DVC_EXP_NAME)."""
+    (`params_overrides`); `experiment`: the DVC experiment's name (default: DVC_EXP_NAME); `audit`: the retrieve
+    stage's per-query table (the failure section's counts)."""
     r, lam, cons = m["retrieval"], m["ablate_lam"]["chosen_on_dev"], plots["constraint"]
     p = r["protocol"]
     retrieval = plots["retrieval"]
@@ -380,8 +396,9 @@ def results_markdown(params: Params, commit: str, m: dict[str, Any], plots: dict
         *_kg_section(m["kg"]),
         "## Per generation and failure cases", "",
         "Test accuracy@1 of the configured pipeline per generation (data: `plots/generation.csv`; figure "
-        "`figures/report_generation.png`). The worst test queries beside their gold artwork and top-3: "
-        "`figures/report_failures.png`.", "",
+        "`figures/report_generation.png`). The worst test queries beside their gold artwork and top-3 (one per gold "
+        "species, ties in a fixed hash order): `figures/report_failures.png`."
+        + (" " + absent_text(audit, params.retrieval.r) if audit is not None else ""), "",
         _strata_table(plots["generation"]), "",
         *models_section(params),
     ])
