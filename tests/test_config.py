@@ -272,3 +272,30 @@ def test_the_check_stage_is_upstream_of_every_stage_and_stamps_only_valid_params
     for _ in range(2):
         assert CliRunner().invoke(app, ["check-params", "--stamp", str(out)]).exit_code == 0
     assert out.read_text() == "params.yaml validated\n"
+
+
+@pytest.mark.parametrize("key, value", [
+    ("graph.kappa", float("inf")), ("retrieval.bridge_alpha", float("inf")), ("retrieval.lam", float("nan")),
+    ("ablations.kappa_sensitivity", [0.5, float("inf")]), ("graph.seed", 4294967296), ("eval.bootstrap", 10**9),
+])
+def test_infinite_nan_and_unbounded_values_fail_validation_naming_the_key(key, value):
+    """`.inf` and `.nan` are YAML floats and a seed past 2**32 - 1 an int, but none is a value any knob means: they
+    passed check-params and crashed a stage (or wrote NaN into a metrics file) after DVC deleted its outputs."""
+    with pytest.raises(ParamsError, match=key.split(".")[-1]):
+        load_params(ROOT / "params.yaml", {key: value})
+
+
+def test_every_numeric_knob_has_an_upper_bound():
+    """A typo in an int or float (a missing decimal point, a seed of 2**40) fails validation, not the stage."""
+    import annotated_types
+
+    from polarcatalog.config import Params
+
+    unbounded = []
+    for section, field in Params.model_fields.items():
+        model = field.annotation
+        for name, f in getattr(model, "model_fields", {}).items():
+            if f.annotation in (int, float, int | None, float | None):
+                if not any(isinstance(m, (annotated_types.Le, annotated_types.Lt)) for m in f.metadata):
+                    unbounded.append(f"{section}.{name}")
+    assert not unbounded, unbounded

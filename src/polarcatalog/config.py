@@ -60,18 +60,20 @@ VerifierName = Annotated[str, _name_in(VERIFIERS, "verifier")]
 class _Section(BaseModel):
     # extra="forbid": a typo in params.yaml must not be silently ignored. strict: a value of the wrong type is refused,
     # not coerced (`k: true` is not 1, `r: '100'` is not 100, `content_box: 'yes'` is not true); an int is a float.
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # allow_inf_nan=False: `.inf` / `.nan` are YAML floats, but no knob means them (κ = inf gives no edges and NaN in
+    # the metrics). Every int has an upper bound too, so a typo fails here, not as a crash or a terabyte allocation.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class Dataset(_Section):
     domain: DomainName = "pokemon"
-    species_limit: int | None = Field(None, ge=1)
+    species_limit: int | None = Field(None, ge=1, le=1_000_000)
     sprites_package: str = "pokesprite-images@2.7.0"
     sprites_sha256: str = Field(
         "28f6190c6b70deb9a1856654104baf36f84ef552996a10a44652b2ad76d2850d", pattern=r"^[0-9a-f]{64}$"
     )
     query_variants: list[Literal["regular", "shiny"]] = Field(default_factory=lambda: ["regular", "shiny"], min_length=1)
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, le=2**32 - 1)  # numpy's seed range
 
 
 class Curate(_Section):
@@ -85,7 +87,7 @@ class Curate(_Section):
     llm_max_new_tokens: int = Field(200, ge=1, le=4096)
     llm_batch_size: int = Field(4, ge=1, le=256)  # summarizer prompts per generate call
     chunk_words: int = Field(40, ge=5, le=1000)
-    chunk_overlap: int = Field(10, ge=0)
+    chunk_overlap: int = Field(10, ge=0, le=999)
     anchor_filter: Literal["prototype", "imagenet_bird", "vlm"] = "prototype"
     filter_encoder: ClassifierName = "efficientnet_lite0"
     prototype_z: float = Field(3.0, gt=0.0, le=10.0)
@@ -164,8 +166,8 @@ class Retrieval(_Section):
     ensemble: list[str] = Field(default_factory=lambda: ["efficientnet_lite0"], min_length=1)
     chunks: Literal["text", "multimodal", "anchors"] = "anchors"
     reranker: str | None = "efficientnet_lite2"
-    r: int = Field(100, ge=1)
-    k: int = Field(5, ge=1)
+    r: int = Field(100, ge=1, le=100_000)
+    k: int = Field(5, ge=1, le=1000)
     lam: float = Field(0.7, ge=0.0, le=1.0)
     center: bool = True
     # reference: each query alone, by the statistics (mean, CSLS neighbourhoods) of a fixed, label-free set of dev
@@ -173,16 +175,16 @@ class Retrieval(_Section):
     # query alone, by the catalog mean; batch: by the scored queries' own mean (transductive)
     query_centre: Literal["batch", "catalog", "reference"] = "reference"
     reference_folds: int = Field(5, ge=2, le=20)
-    min_center_batch: int = Field(32, ge=2)
+    min_center_batch: int = Field(32, ge=2, le=1_000_000)
     # query_centre batch with fewer queries than min_center_batch (a user's small folder): reference | catalog
     small_batch_centre: Literal["reference", "catalog"] = "reference"
     hubness: Literal["none", "csls"] = "none"  # csls: penalise catalog items that are near every query of the batch (transductive)
-    hubness_k: int = Field(10, ge=1)
+    hubness_k: int = Field(10, ge=1, le=1000)
     bridge_folds: int = Field(2, ge=2, le=20)
-    bridge_alpha: float = Field(1.0, gt=0.0)
+    bridge_alpha: float = Field(1.0, gt=0.0, le=1e6)
     index: Literal["flat", "ivf"] = "flat"
-    ivf_nlist: int = Field(256, ge=1)
-    seed: int = Field(0, ge=0)
+    ivf_nlist: int = Field(256, ge=1, le=65_536)
+    seed: int = Field(0, ge=0, le=2**32 - 1)  # numpy's seed range
     # encoders whose features lose the colour-nuisance subspace (features/colour_nuisance.py; the embed stage encodes
     # their anchors in other colours to learn it), and how many of its directions
     colour_invariant: list[str] = Field(default_factory=list)
@@ -200,17 +202,17 @@ class Graph(_Section):
     zero_shot_encoder: str | None = None  # a CLIP-like member of encoders.image (open_clip:... or hf:...)
     vlm_model: str | None = None
     probe_folds: int = Field(2, ge=2, le=20)
-    probe_c: float = Field(1.0, gt=0.0)
-    probe_dim: int | None = Field(256, ge=2)
+    probe_c: float = Field(1.0, gt=0.0, le=1e6)
+    probe_dim: int | None = Field(256, ge=2, le=4096)
     proposer: CoverageSpec = ProposerSpec("top_n", 12)
-    kappa: float = Field(0.5, ge=0.0)
+    kappa: float = Field(0.5, ge=0.0, le=10.0)
     templates: int = Field(3, ge=1, le=3)
     constraint: StrengthSpec = Strength("hard")
-    adaptive_temperature: float = Field(0.02, gt=0.0)
+    adaptive_temperature: float = Field(0.02, gt=0.0, le=10.0)
     critical_completion: bool = True
-    constraint_k: int = Field(3, ge=1)
-    filter_pool: int = Field(10, ge=1)  # the pre-context pool the filter rate is measured over (unconstrained top-n)
-    seed: int = Field(0, ge=0)
+    constraint_k: int = Field(3, ge=1, le=100)
+    filter_pool: int = Field(10, ge=1, le=1000)  # the pre-context pool the filter rate is measured over (unconstrained top-n)
+    seed: int = Field(0, ge=0, le=2**32 - 1)  # numpy's seed range
 
     @model_validator(mode="after")
     def _vlm(self) -> "Graph":
@@ -230,9 +232,9 @@ class Eval(_Section):
     """The results protocol: which species choose (dev) and which report (test), and how uncertainty is measured."""
 
     dev_fraction: float = Field(0.3, gt=0.0, lt=1.0)
-    bootstrap: int = Field(1000, ge=10)  # species-level paired bootstrap resamples
+    bootstrap: int = Field(1000, ge=10, le=100_000)  # species-level paired bootstrap resamples
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, le=2**32 - 1)  # numpy's seed range
 
 
 PROBE_LEVERS = ("probe_folds", "probe_c", "probe_dim")
@@ -341,10 +343,10 @@ class Birds(_Section):
     # reference data, beside the repository by default: cub/ (attributes, descriptors_cub.json), vrrag_splits/
     # (the test split lists), openclipart_birds/ (clip-art birds for the anchor filter)
     reference_dir: str = "../shared/data"
-    species_limit: int | None = Field(None, ge=1)  # null = all 11,131 AviList species; N = the first N (smoke runs)
+    species_limit: int | None = Field(None, ge=1, le=1_000_000)  # null = all 11,131 AviList species; N = the first N (smoke runs)
     articles: Literal["taxonomy", "wikipedia"] = "taxonomy"  # taxonomy: the checklist's sentence (offline) | wikipedia
     wikipedia_api: str = "https://en.wikipedia.org/w/api.php"
-    wikipedia_interval_s: float = Field(1.0, ge=0.0)  # at least this long between two API requests
+    wikipedia_interval_s: float = Field(1.0, ge=0.0, le=3600.0)  # at least this long between two API requests
     benchmarks: list[Literal["cub", "birdsnap", "nabirds", "inat", "indian"]] = Field(
         default_factory=lambda: ["cub", "birdsnap", "nabirds", "inat", "indian"], min_length=1)
     image_root: Folder = None  # the benchmarks' photos: <image_root>/<benchmark>/<Class>/<file>.jpg (counted when set)
