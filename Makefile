@@ -94,8 +94,10 @@ TEAM_PORT ?= 5000
 team-db: venv  # a local PostgreSQL cluster for the server (skip it with a managed PostgreSQL: set TEAM_DB)
 	$(BIN)/polarcatalog-tools team-db --dir $(TEAM_DIR)/postgres --port $(TEAM_DB_PORT)
 
+TEAM_PGPASS ?= $(TEAM_DIR)/postgres-secrets/mlflow.pgpass  # written by team-db (mode 0600); a managed database: your own
 team-server: venv
-	$(BIN)/polarcatalog-tools team-server --backend $(TEAM_DB) --artifacts $(TEAM_ARTIFACTS) --host $(TEAM_HOST) --port $(TEAM_PORT)
+	$(BIN)/polarcatalog-tools team-server --backend $(TEAM_DB) --artifacts $(TEAM_ARTIFACTS) --host $(TEAM_HOST) --port $(TEAM_PORT) \
+	  $(if $(wildcard $(TEAM_PGPASS)),--pgpass $(TEAM_PGPASS),)
 
 clean-features:  # the content-addressed feature cache: the next `dvc repro -f -s embed` recomputes every vector
 	rm -rf data/cache/features

@@ -190,8 +190,9 @@ def test_team_mode_a_stage_runs_against_postgresql_and_a_tracking_server(repo, t
     backend = team.start_postgres(data, _free_port())
     url = f"http://127.0.0.1:{port}"
     mlflow_bin = str(Path(sys.executable).parent / "mlflow")
+    pgpass = {"PGPASSFILE": str(team.pgpass_file(data))}  # the password team-db wrote, never on a command line
     server = subprocess.Popen(team.mlflow_server_command(mlflow_bin, backend, artifacts, port=port), start_new_session=True,
-                              env={**os.environ, **team.SERVER_ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              env={**os.environ, **team.SERVER_ENV, **pgpass}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         team.wait_for_server(url, process=server)
         run_ok(["dvc", "repro", "--force", "--single-item", "ablate@top_k"], root, {**env, "MLFLOW_TRACKING_URI": url})
@@ -208,7 +209,7 @@ def test_team_mode_a_stage_runs_against_postgresql_and_a_tracking_server(repo, t
         # proxied: the files sit on the server's shared path, the rows in PostgreSQL
         assert {p.name for p in artifacts.rglob("05_ablate_top_k.*")} == {"05_ablate_top_k.html", "05_ablate_top_k.ipynb"}
         count = subprocess.run([team.postgres_bin("psql"), backend, "-tAc", "SELECT count(*) FROM runs"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+                               capture_output=True, text=True, check=True, env={**os.environ, **pgpass}).stdout.strip()
         assert int(count) == 1 + len(top_k)
     finally:
         if server.poll() is None:
@@ -216,6 +217,7 @@ def test_team_mode_a_stage_runs_against_postgresql_and_a_tracking_server(repo, t
         server.wait(timeout=60)
         team.stop_postgres(data)
         shutil.rmtree(data, ignore_errors=True)
+        shutil.rmtree(team.secrets_dir(data), ignore_errors=True)
 
 
 def test_a_dvc_remote_carries_data_features_and_figures_to_another_checkout(repo, tmp_path):

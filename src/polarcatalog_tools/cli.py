@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -22,11 +23,17 @@ def team_db(
     port: int = typer.Option(5432, help="TCP port on 127.0.0.1"),
     stop: bool = typer.Option(False, help="stop the cluster instead"),
 ) -> None:
-    """Start a local PostgreSQL cluster for the team tracking server (PostgreSQL from the OS); print its URI."""
+    """Start a local PostgreSQL cluster for the team tracking server (PostgreSQL from the OS); print its URI (no
+    password: the server's is in a pgpass file, whose path is printed too)."""
     if stop:
         team.stop_postgres(data)
         return
-    typer.echo(team.start_postgres(data, port))
+    try:
+        uri = team.start_postgres(data, port)
+    except (RuntimeError, FileNotFoundError) as err:
+        typer.echo(str(err), err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"{uri}\npassword file (PGPASSFILE for team-server): {team.pgpass_file(data)}")
 
 
 @app.command("team-server")
@@ -35,11 +42,20 @@ def team_server(
     artifacts: Path = typer.Option(..., help="shared folder for every run's artifacts (served through the server)"),
     host: str = typer.Option("127.0.0.1", help="interface to listen on (0.0.0.0 for a team's network)"),
     port: int = typer.Option(5000),
+    pgpass: Optional[Path] = typer.Option(None, help="pgpass file with the database password (team-db writes one); "
+                                           "default: PGPASSFILE, else ~/.pgpass"),
 ) -> None:
     """Run the team's MLflow tracking server; clients set tracking.uri (or MLFLOW_TRACKING_URI) to its URL."""
+    from urllib.parse import urlsplit
+
+    if urlsplit(backend).password:
+        typer.echo("--backend carries a password, which every local account would see on the command line (ps): put "
+                   "it in a pgpass file (`--pgpass`, mode 0600) and give the URI without it", err=True)
+        raise typer.Exit(2)
+    env = {**os.environ, **team.SERVER_ENV, **({"PGPASSFILE": str(pgpass.resolve())} if pgpass else {})}
     cmd = team.mlflow_server_command(mlflow_bin(), backend, artifacts, host, port)
     typer.echo(f"runs and artifacts at http://{host}:{port} ({backend}; {artifacts})")
-    os.execve(cmd[0], cmd, {**os.environ, **team.SERVER_ENV})
+    os.execve(cmd[0], cmd, env)
 
 
 @app.command("plots-template")
