@@ -109,7 +109,7 @@ def test_a_dvc_experiment_run_reaches_the_main_store_with_its_name(workspace, tm
     assert not (workspace / "mlflow.db").exists()
     mlflow.set_tracking_uri(f"sqlite:///{main}/mlflow.db")
     run = _only_run()
-    assert run.info.run_name == "probe · bushy-lamb"
+    assert run.info.run_name == "bushy-lamb · probe"
     assert {k: run.data.tags[k] for k in ("run_kind", "dvc_experiment", "dvc_baseline_rev")} == {
         "run_kind": "pipeline", "dvc_experiment": "bushy-lamb", "dvc_baseline_rev": "a" * 40}
 
@@ -268,3 +268,11 @@ def test_a_run_whose_process_died_is_closed_when_the_next_stage_starts(workspace
     assert "orphan cleanup" in client.get_run(orphan).data.tags["ended_by"]
     assert client.get_run(alive).info.status == "RUNNING"  # a live process's run is left alone
     client.set_terminated(alive)
+
+
+def test_bootstrap_counts_stay_out_of_the_mlflow_metrics():
+    from polarcatalog.runner.tracking import numeric_metrics
+
+    interval = {"value": 0.31, "ci_low": 0.28, "ci_high": 0.35, "n": 1248, "split": "test"}
+    assert numeric_metrics({"test": {"mRR@1": interval}}) == {"test.mRR_at_1.value": 0.31, "test.mRR_at_1.ci_low": 0.28,
+                                                               "test.mRR_at_1.ci_high": 0.35}

@@ -48,8 +48,11 @@ def metric_name(key: str) -> str:
 
 
 def numeric_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, float]:
+    """The numbers of a metrics dict as MLflow metrics; a bootstrap interval's count (`.n`) is a sample size, not a
+    metric, so it stays in the stage's JSON and out of MLflow's charts and compare view."""
     flat = flatten(metrics, prefix)
-    return {metric_name(k): float(v) for k, v in flat.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {metric_name(k): float(v) for k, v in flat.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and k.rsplit(".", 1)[-1] != "n"}
 
 
 def mlflow_bin() -> str:
@@ -225,7 +228,8 @@ def start_stage(notebook: str, params: Params, executed_notebook: str | None = N
         mlflow.end_run("KILLED")
     close_orphans(experiment.experiment_id)
     tags = provenance_tags(root, stage, notebook) | {"host": socket.gethostname(), "pid": str(os.getpid())}
-    name = f"{stage} · {tags['dvc_experiment']}" if "dvc_experiment" in tags else stage
+    # the experiment first: the runs list cuts long names, and the experiment is what differs between two runs of a stage
+    name = f"{tags['dvc_experiment']} · {stage}" if "dvc_experiment" in tags else stage
     run = mlflow.start_run(run_name=name, tags=tags)
     declared = declared_params(root, stage, params)
     mlflow.log_params(declared)
