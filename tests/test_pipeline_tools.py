@@ -104,6 +104,11 @@ def test_queued_experiments_from_an_unactivated_shell_reach_the_project_store(re
     assert all(m for m in chosen.values()), chosen
     show = run_ok([dvc, "exp", "show", "--no-pager", "--only-changed", "--md"], root, {**bare, "COLUMNS": "250"}).stdout
     assert "lam-low" in show and "chosen lam (dev)" in show and "ablations.lam" in show
+    table = run_ok([str(Path(sys.executable).parent / "polarcatalog"), "experiments"], root, bare).stdout.splitlines()
+    assert all(len(line) <= 160 for line in table) and "test mRR@1 [95% CI]" in table[0]
+    for name, grid in grids.items():
+        (row,) = [line for line in table if line.strip().startswith(name)]
+        assert f"ablations.lam={grid.replace(',', ', ')}" in row and "[" in row.split(name)[1], row
 
 
 def test_dvc_plots_diff_renders_without_network(repo, tmp_path):
