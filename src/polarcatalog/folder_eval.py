@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,6 +41,7 @@ from polarcatalog.memory.query_parser import parse_text
 from polarcatalog.memory.verifiers import load_scores
 from polarcatalog.retrieval.query_side import QuerySide, Retriever, species_scores
 from polarcatalog.retrieval.vrrag import query_encoders
+from polarcatalog.runner.pipelines import PIPELINES, stage_names, stage_outputs
 
 
 STATE_MARK = {-1: " [conflict]", 0: "", 1: " [has]"}
@@ -60,6 +63,7 @@ class EvaluateResult:
     constraint: Constraint | None = None
     anchor_scale: AnchorScale | None = None
     folder: QueryFolder | None = None
+    replaced: bool = False  # a previous run's predictions.csv / metrics.json in the output folder were replaced
 
     def render(self, show: int = 5) -> str:
         lines = [self.anchor_scale.describe()] if self.anchor_scale else []
@@ -201,6 +205,64 @@ def _constrain(memory: _Memory, params: Params, species: np.ndarray, s: np.ndarr
     return take(species), take(s), take(states), tuple(take(k) for k in sort_keys(states, s, strength, temperature))
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet runs a cell starting so as a formula
+
+
+def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """Text cells that a spreadsheet would run as a formula (a file or label named `=HYPERLINK(...)`), prefixed with
+    `'` (OWASP's CSV-injection rule): the file stays readable as data everywhere."""
+    out = df.copy()
+    for col in out.columns:
+        if out[col].dtype == object or pd.api.types.is_string_dtype(out[col].dtype):
+            out[col] = [("'" + v) if isinstance(v, str) and v.startswith(FORMULA_START) else v for v in out[col]]
+    return out
+
+
+def check_out(out: Path, root: Path) -> None:
+    """Refuse an output folder that is a file, or that lies inside a pipeline stage's output (DVC deletes and rewrites
+    those: `--out data/features` would mix results into the feature cache), before any image is encoded."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: a file, not a folder; give a folder (default reports/evaluate/<folder name>)")
+    target = out.resolve()
+    for pipeline in PIPELINES:
+        if not (root / pipeline).is_file():
+            continue
+        base = (root / pipeline).parent
+        for stage in stage_names(root, (pipeline,)):
+            for path in stage_outputs(root, stage):
+                owned = (base / path).resolve()
+                if target == owned or owned in target.parents:
+                    raise ValueError(f"--out {out} is inside {path}, an output of the `{stage}` stage, which DVC deletes "
+                                     "and rewrites; give another folder (default reports/evaluate/<folder name>)")
+
+
+def write_results(out: Path, pred: pd.DataFrame, metrics: dict[str, Any]) -> bool:
+    """Both files or neither: each written beside its place, then renamed over it, so a full disk or a kill leaves
+    the previous run's pair intact. True when a previous run's results were replaced."""
+    out.mkdir(parents=True, exist_ok=True)
+    replaced = (out / "predictions.csv").exists() or (out / "metrics.json").exists()
+    staged = {out / "predictions.csv": csv_safe(pred).to_csv(index=False).encode(),
+              out / "metrics.json": (json.dumps(metrics, indent=2, default=str) + "\n").encode()}
+    temps = []
+    try:
+        for final, data in staged.items():
+            tmp = final.with_name(f".{final.name}.tmp")
+            temps.append(tmp)
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+    except OSError as err:
+        for tmp in temps:
+            tmp.unlink(missing_ok=True)
+        why = "the disk is full" if err.errno == errno.ENOSPC else err.strerror or str(err)
+        raise OSError(err.errno, f"could not write the results to {out} ({why}); nothing of this run was written, "
+                                 "the previous results there are unchanged") from None
+    for tmp, final in zip(temps, staged):
+        os.replace(tmp, final)
+    return replaced
+
+
 def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | None, out: Path,
                     where: str | None = None, anchor_scale: str | int = "auto", kgret: int | None = None,
                     config: dict[str, dict[str, Any]] | None = None) -> EvaluateResult:
@@ -210,6 +272,7 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     `kgret`: B, the kg stage's experiment on this folder: the first-stage top-k plus up to B species bridged by the
     knowledge graph, ordered by the re-ranker (the kg stage's answerer), with the budget-matched top-(k+B) beside it.
     `config`: the `configuration` that scored it (values and where each came from), recorded in metrics.json."""
+    check_out(out, root)
     ws = load_workspace(root / "data/features", root / "data/processed")
     rp = params.retrieval
     needed = query_encoders(rp.ensemble, rp.reranker)
@@ -294,8 +357,6 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
                                  "gold contradicted by the memory": int((gold_state == -1).sum())}
     if bridged is not None:  # which of the listed species the knowledge graph added (the rest: the first-stage top-k)
         pred["bridged_names"] = [[names.get(x, "?") for x in row] for row in bridged.added_ids]
-    out.mkdir(parents=True, exist_ok=True)
-    pred.to_csv(out / "predictions.csv", index=False)
     metrics = metrics or _unlabelled(q, scale, stats)
     metrics["folder"] = listing.report() | {"quarantined": quarantine.rows}
     if bridged is not None:
@@ -303,8 +364,8 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     metrics["query_centring"] = centring
     if config is not None:
         metrics["configuration"] = config
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
-    return EvaluateResult(pred, metrics, quarantine.rows, constraint, scale, listing)
+    replaced = write_results(out, pred, metrics)
+    return EvaluateResult(pred, metrics, quarantine.rows, constraint, scale, listing, replaced)
 
 
 def _kg_for(root: Path, budget: int | None) -> pd.DataFrame | None:

@@ -124,9 +124,13 @@ def evaluate(
     except (FileNotFoundError, ValueError, CacheError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
+    except OSError as err:  # the results could not be written (full disk, read-only folder): nothing half-written
+        typer.echo(f"error: {err.strerror or err}", err=True)
+        raise typer.Exit(1) from None
     typer.echo(configuration_text(config))
     typer.echo(result.render(show))
-    typer.echo(f"wrote {out / 'predictions.csv'} and {out / 'metrics.json'}")
+    typer.echo(f"wrote {out / 'predictions.csv'} and {out / 'metrics.json'}"
+               + (" (replacing the previous run's results there)" if result.replaced else ""))
 
 
 app.command("run-notebook")(run_notebook_command)

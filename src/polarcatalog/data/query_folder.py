@@ -6,6 +6,7 @@ that gives one image two different species is refused, naming the image."""
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ class QueryFolder:
     not_images: list[str] = field(default_factory=list)  # files skipped for their suffix (hidden files aside)
     labels_without_image: list[str] = field(default_factory=list)  # CSV rows naming a file the folder lacks
     repeated_label_rows: int = 0  # CSV rows repeating an (image, species) pair already given: counted once
+    links_skipped: list[str] = field(default_factory=list)  # symlinks leading out of the folder, dangling or looping
 
     def notes(self) -> list[str]:
         """What the CLI prints about the folder beyond the predictions: nothing when nothing was left out."""
@@ -51,11 +53,14 @@ class QueryFolder:
                        f"to --queries): {listed(self.labels_without_image)}")
         if self.repeated_label_rows:
             out.append(f"{self.repeated_label_rows} repeated label row(s) counted once")
+        if self.links_skipped:
+            out.append(f"{len(self.links_skipped)} symlink(s) skipped, leading out of the folder, dangling or looping "
+                       f"(a link is followed only to a file inside --queries): {listed(self.links_skipped)}")
         return out
 
     def report(self) -> dict[str, object]:
         return {"not_images": self.not_images, "labels_without_image": self.labels_without_image,
-                "repeated_label_rows": self.repeated_label_rows}
+                "repeated_label_rows": self.repeated_label_rows, "links_skipped": self.links_skipped}
 
 
 def listed(items: list[str], shown: int = 5) -> str:
@@ -92,18 +97,46 @@ def _read_labels(path: Path) -> tuple[pd.DataFrame, int]:
     return unique[["image", "species_id"]], len(labels) - len(unique)
 
 
+def _files(folder: Path) -> tuple[list[Path], list[str]]:
+    """The folder's files (hidden ones aside), walked without following directory links; a file link is kept only when
+    it resolves to a file inside the folder, so nothing outside it is read, copied to quarantine or reported."""
+    inside, files, skipped = folder.resolve(), [], []
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        base = Path(dirpath)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for d in dirnames:
+            if (base / d).is_symlink():
+                skipped.append((base / d).relative_to(folder).as_posix() + "/")
+        for name in sorted(filenames):
+            path = base / name
+            rel = path.relative_to(folder)
+            if any(part.startswith(".") for part in rel.parts):
+                continue
+            if path.is_symlink():
+                try:
+                    target = path.resolve(strict=True)
+                except (OSError, RuntimeError):  # dangling, or a loop
+                    skipped.append(rel.as_posix())
+                    continue
+                if inside not in target.parents or not target.is_file():
+                    skipped.append(rel.as_posix())
+                    continue
+            if path.is_file():
+                files.append(path)
+    return sorted(files), sorted(skipped)
+
+
 def read_query_folder(folder: Path, species: pd.DataFrame, labels_csv: Path | None = None) -> QueryFolder:
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"--queries {folder}: not a folder")
-    files = sorted(p for p in folder.rglob("*") if p.is_file()
-                   and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    files, links_skipped = _files(folder)
     paths = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES]
     not_images = [p.relative_to(folder).as_posix() for p in files if p.suffix.lower() not in IMAGE_SUFFIXES]
     if not paths:
         raise ValueError(f"--queries {folder}: no image files ({', '.join(sorted(IMAGE_SUFFIXES))})")
     df = pd.DataFrame({"path": [str(p) for p in paths], "query_id": [p.relative_to(folder).as_posix() for p in paths]})
-    result = QueryFolder(df, not_images)
+    result = QueryFolder(df, not_images, links_skipped=links_skipped)
     if labels_csv is not None:
         unique, result.repeated_label_rows = _read_labels(Path(labels_csv))
         result.labels_without_image = sorted(set(unique["image"]) - set(df["query_id"]))
