@@ -67,3 +67,27 @@ def test_results_are_written_whole_or_not_at_all(tmp_path, monkeypatch):
         folder_eval.write_results(out, pd.DataFrame({"query_id": ["b.png"] * 1000}), {"mRR@1": 0.0})
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert json.loads((out / "metrics.json").read_text()) == {"mRR@1": 0.5}
+
+
+def test_each_constraint_concepts_exclusion_quality_is_measured_against_the_truth():
+    """Hand-computed: 5 species; `not fire` must exclude the 2 fire species and the memory's HAS edges catch one of
+    them plus one non-fire species (recall 1/2, precision 1/2); `has green` must exclude the 3 species that are not
+    green and the memory's NOT_HAS edges catch all 3 and nothing else (1, 1). Under hard the weak concept is flagged."""
+    from polarcatalog.data.concepts import Concept
+    from polarcatalog.memory.inputs import GraphInputs
+    from polarcatalog.memory.memories import IncidenceMemory
+
+    vocab = [Concept("type:fire", "type", "fire"), Concept("colour:green", "colour", "green")]
+    truth = np.array([[1, 1], [1, 0], [0, 1], [0, 0], [0, 0]], bool)
+    has = np.array([[1, 1], [0, 0], [1, 1], [0, 0], [0, 0]], bool)
+    not_has = np.array([[0, 0], [0, 1], [0, 0], [0, 1], [0, 1]], bool)
+    inputs = GraphInputs(vocab, np.arange(5), truth, np.zeros((5, 2)), np.arange(5), np.zeros((1, 2)), np.arange(1))
+    memory = IncidenceMemory(has, not_has)
+    fire, = folder_eval.concept_quality(inputs, memory, [0], "not")
+    green, = folder_eval.concept_quality(inputs, memory, [1], "has")
+    assert (fire["should be excluded"], fire["excluded"], fire["exclusion recall"], fire["exclusion precision"]) == (2, 2, 0.5, 0.5)
+    assert (green["should be excluded"], green["excluded"], green["exclusion recall"], green["exclusion precision"]) == (3, 3, 1.0, 1.0)
+    hard = folder_eval.Constraint("green, not fire", ["colour:green"], ["type:fire"], "hard", [green, fire])
+    lines = hard.quality_lines()
+    assert sum("WARNING" in line for line in lines) == 1 and "'fire'" in next(line for line in lines if "WARNING" in line)
+    assert not any("WARNING" in line for line in folder_eval.Constraint("x", [], [], "soft (p=0.01)", [fire]).quality_lines())

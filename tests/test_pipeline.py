@@ -368,6 +368,10 @@ def test_cli_evaluate_with_a_constraint_in_words(repo, tmp_path):
         assert states == sorted(states, reverse=True), states  # hard: no conflict above a compatible or unknown species
     m = json.loads((tmp_path / "o/metrics.json").read_text())
     assert m["constraint"]["has"] == ["colour:green"] and m["constraint"]["strength"] == "hard"
+    quality = {q["concept"]: q for q in m["constraint"]["concept quality"]}
+    assert set(quality) == {"green", "fire type"} and all(0 <= q["exclusion recall"] <= 1 for q in quality.values())
+    weak = [name for name, q in quality.items() if min(q["exclusion recall"], q["exclusion precision"]) < 0.8]
+    assert out.count("WARNING: the hard constraint rests on") == len(weak) and "(not): the memory excludes" in out
     assert any(set(st) != {0} for st in pred["states"].map(json.loads))  # the memory decides some candidates
     run_ok([cli, "evaluate", "--queries", str(q), "--out", str(tmp_path / "p")], root, env)  # unconstrained: no states
     assert all(set(st) == {0} for st in pd.read_csv(tmp_path / "p/predictions.csv")["states"].map(json.loads))

@@ -48,6 +48,9 @@ def test_cli_evaluate_runs_the_kg_experiment_on_a_users_folder(repo, tmp_path):
 
     for listed, added in zip(pred["predicted_names"].map(ast.literal_eval), pred["bridged_names"].map(ast.literal_eval)):
         assert len(listed) <= 5 + 2 and len(added) <= 2 and set(added) <= set(listed)
+    printed = {line.split(": ", 1)[0]: line.split(": ", 1)[1] for line in out.splitlines() if line.startswith(tuple(pred["query_id"]))}
+    for qid, added in zip(pred["query_id"], pred["bridged_names"].map(ast.literal_eval)):
+        assert printed[qid].count(" [kg]") == len(added), printed[qid]  # the graph's species are marked, all shown
     # composed with a constraint: the same evidence sets, re-ordered by the polarized memory (hard: no conflict first)
     run_ok([cli, "evaluate", "--queries", str(q), "--kgret", "2", "--where", "a green Pokémon that is not a fire type",
          "--strength", "hard", "--out", str(tmp_path / "w")], root, env)

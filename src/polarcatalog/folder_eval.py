@@ -9,7 +9,7 @@ import errno
 import json
 import os
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,21 @@ class Constraint:
     q_pos: list[str]
     q_neg: list[str]
     strength: str
+    quality: list[dict[str, Any]] = field(default_factory=list)  # `concept_quality`, one record per constraint concept
+
+    def quality_lines(self) -> list[str]:
+        """Each concept's measured exclusion quality, and a warning where a hard constraint rests on a weak one."""
+        lines = []
+        for q in self.quality:
+            lines.append(f"  {q['concept']} ({q['side']}): the memory excludes {_pct(q['exclusion recall'])} of the "
+                         f"{q['should be excluded']} catalog species it should (recall), and {_pct(q['exclusion precision'])} "
+                         f"of the {q['excluded']} it excludes should be (precision)")
+            weak = min(q["exclusion recall"], q["exclusion precision"]) < QUALITY_BAR
+            if weak and self.strength == "hard":
+                lines.append(f"  WARNING: the hard constraint rests on {q['concept']!r}, below the {_pct(QUALITY_BAR)} bar: "
+                             "species are kept or dropped on a weak edge; try --strength soft:0.01 (the configured "
+                             "strength's dev choice) and read the result with care")
+        return lines
 
 
 @dataclass
@@ -74,9 +89,13 @@ class EvaluateResult:
             c = self.constraint
             lines.append(f"constraint {c.text!r}: has {c.q_pos or '-'}, not_has {c.q_neg or '-'} ({c.strength}; "
                          "[has] = the memory entails it, [conflict] = the memory contradicts it)")
+            lines += c.quality_lines()
         for row in self.predictions.itertuples():
             gold = f" (gold: {row.gold_name}, rank {row.gold_rank:g})" if isinstance(row.gold_name, str) else ""
-            named = ", ".join(n + STATE_MARK[m] for n, m in zip(row.predicted_names[:show], row.states))  # states 0 unconstrained
+            added = set(getattr(row, "bridged_names", None) or [])  # --kgret: the whole evidence set, the graph's marked
+            shown = len(row.predicted_names) if added else show
+            named = ", ".join(n + STATE_MARK[m] + (" [kg]" if n in added else "")
+                              for n, m in zip(row.predicted_names[:shown], row.states))  # states 0 unconstrained
             lines.append(f"{row.query_id}: {named}{gold}")
         if self.quarantined:
             lines.append(f"{len(self.quarantined)} image(s) quarantined (unreadable or blank; copies in the output's "
@@ -86,7 +105,8 @@ class EvaluateResult:
         if kg:
             matched = next(k for k in kg if k.startswith("budget-matched"))
             lines.append(f"+KGret (B = {kg['B']}): {kg['species added per query']:.2f} species added per query by the "
-                         "knowledge graph; evidence set = first-stage top-k + bridged, ordered by the re-ranker"
+                         "knowledge graph ([kg] in the lists above); evidence set = first-stage top-k + bridged, "
+                         "ordered by the re-ranker"
                          + (f"; completeness {kg['completeness (labelled)']:.3f} vs {matched.removesuffix(' (labelled)')} "
                             f"{kg[matched]:.3f} over {kg['labelled']} labelled queries" if kg["labelled"] else ""))
         if self.constraint and self.metrics:
@@ -163,6 +183,31 @@ def configuration_text(config: dict[str, dict[str, Any]]) -> str:
                                          for k, v in config.items())
 
 
+QUALITY_BAR = 0.8  # a constraint concept whose exclusion recall or precision is below this is flagged under hard
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None or not np.isfinite(x) else f"{100 * x:.0f} %"
+
+
+def concept_quality(inputs: GraphInputs, memory: Memory, concepts: list[int], side: str) -> list[dict[str, Any]]:
+    """How well the memory excludes what a constraint on each concept must exclude, measured on the whole catalog
+    against the domain's ground truth: for `not` (Q−) a species that has the concept (its HAS edge), for `has` (Q+) a
+    species that lacks it (its NOT_HAS edge). Recall: share of those species excluded; precision: share of the
+    excluded that should be."""
+    every = np.arange(len(inputs.species_ids))[None, :]
+    out = []
+    for c in concepts:
+        has, not_has = memory.edges(every, np.array([[c]]))
+        excluded = (has if side == "not" else not_has)[0, :, 0]
+        should = inputs.truth[:, c].astype(bool) if side == "not" else ~inputs.truth[:, c].astype(bool)
+        out.append({"concept": inputs.vocab[c].name, "side": side, "should be excluded": int(should.sum()),
+                    "excluded": int(excluded.sum()),
+                    "exclusion recall": float(excluded[should].mean()) if should.any() else float("nan"),
+                    "exclusion precision": float(should[excluded].mean()) if excluded.any() else float("nan")})
+    return out
+
+
 @dataclass
 class _Memory:
     """A `--where` constraint resolved against the polarized memory: concept indices and the configured memory."""
@@ -188,8 +233,10 @@ def _memory_for(ws: Workspace, params: Params, root: Path, where: str) -> _Memor
     memory = species_memory(inputs, ws.anchors["candidate_id"].tolist(), scores, memory_proposer(params, inputs),
                             gp.kappa, gp.critical_completion)
     index = {c.id: j for j, c in enumerate(inputs.vocab)}
-    constraint = Constraint(where, list(parsed.q_pos), list(parsed.q_neg), gp.constraint.label())
-    return _Memory(constraint, inputs, memory, [index[c] for c in parsed.q_pos], [index[c] for c in parsed.q_neg])
+    q_pos, q_neg = [index[c] for c in parsed.q_pos], [index[c] for c in parsed.q_neg]
+    quality = concept_quality(inputs, memory, q_pos, "has") + concept_quality(inputs, memory, q_neg, "not")
+    constraint = Constraint(where, list(parsed.q_pos), list(parsed.q_neg), gp.constraint.label(), quality)
+    return _Memory(constraint, inputs, memory, q_pos, q_neg)
 
 
 def _constrain(memory: _Memory, params: Params, species: np.ndarray, s: np.ndarray
@@ -354,7 +401,8 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
         metrics = metrics or _unlabelled(q, scale, stats)
         metrics["constraint"] = {"text": constraint.text, "has": constraint.q_pos, "not_has": constraint.q_neg,
                                  "strength": constraint.strength, f"Conflict@{k} (memory)": conflict if len(q) else None,
-                                 "gold contradicted by the memory": int((gold_state == -1).sum())}
+                                 "gold contradicted by the memory": int((gold_state == -1).sum()),
+                                 "concept quality": constraint.quality}
     if bridged is not None:  # which of the listed species the knowledge graph added (the rest: the first-stage top-k)
         pred["bridged_names"] = [[names.get(x, "?") for x in row] for row in bridged.added_ids]
     metrics = metrics or _unlabelled(q, scale, stats)
