@@ -13,6 +13,7 @@ import typer
 from polarcatalog import __version__
 from polarcatalog.runner import experiments as experiments_table
 from polarcatalog.runner import profiles
+from polarcatalog.runner import verify as verification
 from polarcatalog.folder_eval import configuration, configuration_text, evaluate_folder
 from polarcatalog.config import ParamsError, load_params, parse_override
 from polarcatalog.features.cache import CacheError
@@ -48,6 +49,16 @@ def check_params(
         return
     stamp.parent.mkdir(parents=True, exist_ok=True)
     stamp.write_text("params.yaml validated\n")
+
+
+@app.command()
+def verify() -> None:
+    """After `make repro`: is every committed result (reports, metrics, plot data, dvc.lock) the commit's bytes? Where
+    one differs, how many numbers and by how much against their 95 % CI's width. Exit 1 when not reproduced."""
+    ok, text = verification.report(Path("."))
+    typer.echo(text)
+    if not ok:
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -1,0 +1,58 @@
+"""`polarcatalog verify`: a committed result that a rerun did not reproduce is named, with how many of its numbers
+moved and by how much against their CI's width."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from polarcatalog.runner import verify
+
+DVC_YAML = """stages:
+  s:
+    cmd: python make.py
+    outs:
+    - reports/r.json:
+        cache: false
+    - reports/p.csv:
+        cache: false
+    - reports/r.md:
+        cache: false
+"""
+
+
+def _repo(tmp_path: Path) -> Path:
+    git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)  # noqa: E731
+    (tmp_path / "dvc.yaml").write_text(DVC_YAML)
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports/r.json").write_text(json.dumps({"test": {"value": 0.30, "ci_low": 0.28, "ci_high": 0.32, "n": 100},
+                                                         "edges": 3303}))
+    (tmp_path / "reports/p.csv").write_text("lam,value,ci_low,ci_high\n0.5,0.31,0.29,0.33\n")
+    (tmp_path / "reports/r.md").write_text("# Results\n")
+    git("init", "-q")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "results")
+    return tmp_path
+
+
+def test_a_reproduced_run_says_so_and_a_drift_is_measured_against_the_ci(tmp_path):
+    root = _repo(tmp_path)
+    assert verify.committed_results(root) == ["reports/p.csv", "reports/r.json", "reports/r.md"]
+    ok, text = verify.report(root)
+    assert ok and text.startswith("reproduced: all 3 committed results")
+    (root / "reports/r.json").write_text(json.dumps({"test": {"value": 0.301, "ci_low": 0.28, "ci_high": 0.32, "n": 100},
+                                                     "edges": 3299}))
+    (root / "reports/r.md").write_text("# Results (rerun)\n")
+    (root / "reports/p.csv").unlink()
+    ok, text = verify.report(root)
+    assert not ok and "3 of 3 committed results differ" in text
+    diffs = {d.path: d for d in verify.verify(root)}
+    assert diffs["reports/p.csv"].what == "missing" and diffs["reports/r.md"].what == "text only"
+    r = diffs["reports/r.json"]
+    assert (r.what, r.numbers, r.largest) == ("changed", 2, 4.0)
+    assert abs(r.largest_vs_ci - 0.001 / 0.04) < 1e-9  # only the interval's value has a CI: 0.001 of a 0.04-wide CI
+    cli = str(Path(sys.executable).parent / "polarcatalog")
+    proc = subprocess.run([cli, "verify"], cwd=root, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "reports/r.json: 2 number(s) differ" in proc.stdout
