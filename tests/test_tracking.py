@@ -256,18 +256,28 @@ def test_a_run_whose_process_died_is_closed_when_the_next_stage_starts(workspace
     import socket
     import subprocess
 
+    from polarcatalog.runner.tracking import machine_tags
+
     dead = subprocess.Popen(["true"])
     dead.wait()
     client = MlflowClient()
     experiment = mlflow.set_experiment("polarcatalog").experiment_id
-    orphan = client.create_run(experiment, tags={"host": socket.gethostname(), "pid": str(dead.pid),
-                                                 "mlflow.runName": "curate"}).info.run_id
-    alive = client.create_run(experiment, tags={"host": socket.gethostname(), "pid": str(os.getpid())}).info.run_id
+    me = machine_tags()
+    if not me["machine_id"]:
+        pytest.skip("this machine has no /etc/machine-id: orphan cleanup leaves every run alone here")
+    orphan = client.create_run(experiment, tags={**me, "pid": str(dead.pid), "mlflow.runName": "curate"}).info.run_id
+    alive = client.create_run(experiment, tags={**me, "pid": str(os.getpid())}).info.run_id
+    # another machine with the same host name (a cloned container): its pid means nothing here
+    other = client.create_run(experiment, tags={**me, "machine_id": "0" * 32, "pid": str(dead.pid)}).info.run_id
+    earlier_boot = client.create_run(experiment, tags={**me, "boot_id": "an-earlier-boot", "pid": str(os.getpid())}).info.run_id
     _run(workspace, "ok", ["run.finish()"])
     assert client.get_run(orphan).info.status == "KILLED"
     assert "orphan cleanup" in client.get_run(orphan).data.tags["ended_by"]
     assert client.get_run(alive).info.status == "RUNNING"  # a live process's run is left alone
-    client.set_terminated(alive)
+    assert client.get_run(other).info.status == "RUNNING"  # so is another machine's
+    assert client.get_run(earlier_boot).info.status == "KILLED"  # its pid is alive now, but in another boot
+    for run in (alive, other):
+        client.set_terminated(run)
 
 
 def test_bootstrap_counts_stay_out_of_the_mlflow_metrics():

@@ -227,7 +227,7 @@ def start_stage(notebook: str, params: Params, executed_notebook: str | None = N
     if mlflow.active_run() is not None:  # re-running the notebook top to bottom in JupyterLab
         mlflow.end_run("KILLED")
     close_orphans(experiment.experiment_id)
-    tags = provenance_tags(root, stage, notebook) | {"host": socket.gethostname(), "pid": str(os.getpid())}
+    tags = provenance_tags(root, stage, notebook) | machine_tags()
     # the experiment first: the runs list cuts long names, and the experiment is what differs between two runs of a stage
     name = f"{tags['dvc_experiment']} · {stage}" if "dvc_experiment" in tags else stage
     run = mlflow.start_run(run_name=name, tags=tags)
@@ -248,19 +248,40 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _read_id(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+def machine_tags() -> dict[str, str]:
+    """Which machine and which boot of it a run's process lives on: a host name is not unique (two machines, or a
+    container image's clones, can share one), and a pid means something only within one boot."""
+    return {"host": socket.gethostname(), "machine_id": _read_id("/etc/machine-id") or _read_id("/var/lib/dbus/machine-id"),
+            "boot_id": _read_id("/proc/sys/kernel/random/boot_id"), "pid": str(os.getpid())}
+
+
 def close_orphans(experiment_id: str) -> list[str]:
-    """End as KILLED every RUNNING run of this host whose process is gone: a stage killed by SIGKILL, the OOM killer
-    or a power cut never reaches its FAILED hook, and its run would show as RUNNING for ever. Returns their ids."""
+    """End as KILLED every RUNNING run of this machine whose process is gone: a stage killed by SIGKILL, the OOM killer
+    or a power cut never reaches its FAILED hook, and its run would show as RUNNING for ever. A run is this machine's
+    when its machine id matches (not only its host name); its process is gone when its pid is dead in this boot, or it
+    ran in an earlier boot. Runs without a machine id are left alone. Returns their ids."""
     client = mlflow.MlflowClient()
-    host = socket.gethostname()
-    runs = client.search_runs([experiment_id], f"attributes.status = 'RUNNING' and tags.host = '{host}'", max_results=1000)
+    me = machine_tags()
+    runs = client.search_runs([experiment_id], f"attributes.status = 'RUNNING' and tags.host = '{me['host']}'", max_results=1000)
     closed = []
     for run in runs:
-        pid = run.data.tags.get("pid", "")
-        if pid.isdigit() and not _alive(int(pid)):
-            client.set_tag(run.info.run_id, "ended_by", f"orphan cleanup: process {pid} on {host} was gone")
-            client.set_terminated(run.info.run_id, "KILLED")
-            closed.append(run.info.run_id)
+        tags = run.data.tags
+        pid = tags.get("pid", "")
+        if not me["machine_id"] or tags.get("machine_id") != me["machine_id"] or not pid.isdigit():
+            continue
+        if tags.get("boot_id") == me["boot_id"] and _alive(int(pid)):
+            continue
+        why = f"process {pid} was gone" if tags.get("boot_id") == me["boot_id"] else "it ran before this machine's last boot"
+        client.set_tag(run.info.run_id, "ended_by", f"orphan cleanup: {why} on {me['host']}")
+        client.set_terminated(run.info.run_id, "KILLED")
+        closed.append(run.info.run_id)
     return closed
 
 
