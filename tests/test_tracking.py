@@ -286,3 +286,22 @@ def test_bootstrap_counts_stay_out_of_the_mlflow_metrics():
     interval = {"value": 0.31, "ci_low": 0.28, "ci_high": 0.35, "n": 1248, "split": "test"}
     assert numeric_metrics({"test": {"mRR@1": interval}}) == {"test.mRR_at_1.value": 0.31, "test.mRR_at_1.ci_low": 0.28,
                                                                "test.mRR_at_1.ci_high": 0.35}
+
+
+def test_a_failure_after_mlflow_ended_the_active_run_closes_the_stage_run_and_opens_no_other(tmp_path):
+    """`finish()` can fail after MLflow's `end_run` popped the run (a database gone mid-call): `fail()` must end the
+    stage's own run, not open a stray auto-named one through the fluent API. An interrupt ends it KILLED."""
+    from polarcatalog.runner.tracking import StageRun
+
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
+    experiment = mlflow.set_experiment("polarcatalog").experiment_id
+    for error, status in ((RuntimeError("artifact store gone"), "FAILED"), (KeyboardInterrupt(), "KILLED")):
+        run = mlflow.start_run(run_name="report")
+        stage_run = StageRun("report", run, tmp_path, None, False, {})
+        mlflow.end_run()  # what a finish() that failed half-way leaves: no active run, the stage's run not FAILED
+        MlflowClient().set_terminated(run.info.run_id, "RUNNING")
+        stage_run.fail(error)
+        assert MlflowClient().get_run(run.info.run_id).info.status == status
+        assert mlflow.active_run() is None
+    runs = MlflowClient().search_runs([experiment])
+    assert len(runs) == 2 and {r.info.run_name for r in runs} == {"report"}

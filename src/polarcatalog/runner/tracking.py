@@ -171,14 +171,23 @@ class StageRun:
         self.closed = True
 
     def fail(self, error: BaseException) -> None:
+        """End this stage's run as FAILED (KILLED for an interrupt), whatever state the fluent API is in: every call
+        names the run, so a failure inside `finish()` (after MLflow already ended the active run) cannot open a stray
+        auto-named run instead of closing this one."""
         if self.closed:
             return
+        client = mlflow.MlflowClient()
         text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        mlflow.set_tag("error", f"{type(error).__name__}: {error}"[:5000])
-        mlflow.log_text(text, "error.txt", run_id=self.run_id)
-        self._log_notebook()
-        mlflow.end_run("FAILED")
-        self.closed = True
+        try:
+            client.set_tag(self.run_id, "error", f"{type(error).__name__}: {error}"[:5000])
+            mlflow.log_text(text, "error.txt", run_id=self.run_id)
+            self._log_notebook()
+        finally:  # the status first of all: a run left RUNNING is what the user would see
+            client.set_terminated(self.run_id, "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
+            active = mlflow.active_run()
+            if active is not None and active.info.run_id == self.run_id:
+                mlflow.end_run("KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
+            self.closed = True
 
 
 def _show_png(path: Path) -> None:
@@ -302,4 +311,4 @@ def _arm_ipython(stage_run: StageRun) -> None:
         stage_run.fail(value)
         return []
 
-    shell.set_custom_exc((Exception,), on_error)
+    shell.set_custom_exc((Exception, KeyboardInterrupt), on_error)  # an interrupted stage ends KILLED, not RUNNING
