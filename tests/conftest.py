@@ -133,9 +133,10 @@ def tiny_pipeline(tmp_path_factory, worker_id) -> Path:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run order (with `--dist loadfile --no-loadscope-reorder`, each file goes to one worker, in this order; without
-    the flag xdist re-sorts the files by test count): the real pipeline builds first, the tests that only copy a built
-    pipeline last, so the second worker reaches them after the build, not waiting."""
-    first = ("test_pipeline.py", "test_birds_pipeline.py", "test_gpu_rehearsal.py")
+    the flag xdist re-sorts the files by test count): the tiny pipeline's build first (every copy-only module waits for
+    it), then the GPU rehearsal (the longest module) on the other worker, the tests that only copy a built pipeline last,
+    so the second worker reaches them after the build, not waiting."""
+    first = ("test_pipeline.py", "test_gpu_rehearsal.py", "test_birds_pipeline.py")  # the tiny build, then the longest
     last = ("test_pipeline_tools.py",)
-    rank = lambda item: 0 if item.path.name in first else 2 if item.path.name in last else 1  # noqa: E731
+    rank = lambda item: (0, first.index(item.path.name)) if item.path.name in first else (2 if item.path.name in last else 1, 0)  # noqa: E731
     items.sort(key=rank)  # stable: the files' own order is kept within each group
