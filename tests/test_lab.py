@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -74,7 +75,7 @@ def _serve(app: str, root: Path):
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(root / "runtime"), "JUPYTERLAB_WORKSPACES_DIR": str(root / "ws")}
     proc = subprocess.Popen([sys.executable, "-m", app, "--no-browser", "--ip=127.0.0.1", f"--port={port}",
                              f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--allow-root"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(120):
@@ -85,9 +86,13 @@ def _serve(app: str, root: Path):
                 assert proc.poll() is None, f"{app} exited with {proc.returncode}"
                 time.sleep(0.5)
         yield url, token, root
-    finally:
+    finally:  # the server and what it started (kernels, terminals): a busy machine may delay a clean shutdown
         proc.terminate()
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
