@@ -143,6 +143,7 @@ def test_gpu_pokemon_is_the_papers_setup_with_every_departure_named():
     assert all(key in proc.stderr for key in profiles.PAPER_SETUP)
 
 
+@pytest.mark.slow  # two CLI processes that import torch
 def test_a_gpu_profile_on_a_machine_without_a_visible_gpu_fails_before_any_stage_without_sending_it_to_the_cpu():
     """`encoders.device: cuda` where torch sees no GPU: check-params (the pipeline's first stage) and `profile` refuse,
     naming torch's CUDA build and the driver it needs, and advise against `auto`/`cpu` (7B models on the CPU)."""
