@@ -245,8 +245,8 @@ def _reader_text(params: Params, top_k: dict[str, Any]) -> str:
     acc = top_k.get("reader accuracy")
     if not params.reader.model or not acc:
         return ""
-    at = acc.get(str(params.retrieval.k)) or acc[max(acc, key=int)]
-    k = params.retrieval.k if str(params.retrieval.k) in acc else max(acc, key=int)
+    k = str(params.retrieval.k) if str(params.retrieval.k) in acc else max(acc, key=int)  # the configured k, if swept
+    at = acc[k]
     return (f"Reader `{params.reader.model}` (VR-RAG Table 3: the MLLM reads the query with the top-{k} summaries"
             + (" and the knowledge graph's facts" if params.reader.facts else "")
             + f" and names the species): test accuracy **{_ci(at)}** (n = {at['n']} queries); per k in "
