@@ -63,6 +63,7 @@ SYSTEM_DEPS := postgresql chromium
 system-deps:
 	@missing=""; { ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null; } || missing="postgresql"; \
 	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || missing="$$missing chromium"; \
+	command -v qemu-x86_64 >/dev/null || missing="$$missing qemu-user"; \
 	if [ -n "$$missing" ]; then \
 	  sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo"; \
 	  echo "installing OS packages:$$missing"; \

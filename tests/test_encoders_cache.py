@@ -79,7 +79,7 @@ def test_a_rerun_that_finds_every_vector_in_the_cache_never_builds_the_model(nam
     np.testing.assert_array_equal(a, b)
     # an id that is not the built encoder's would file its vectors under another model's keys: refused when built
     with pytest.raises(RuntimeError, match="differs from the built encoder"):
-        DeferredImageEncoder("efficientnet_lite0@pypi:99px:ort", lambda: create_encoder(name, "image", "cpu")).dim
+        DeferredImageEncoder("efficientnet_lite0@pypi:99px:ort-as-trained", lambda: create_encoder(name, "image", "cpu")).dim
 
 
 def test_open_clip_local_checkpoint_file_reproduces_embeddings(tiny_clip_name, images, tmp_path):

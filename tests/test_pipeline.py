@@ -460,3 +460,24 @@ def test_second_repro_does_nothing_and_forced_rerun_is_identical(repo):
     parents, _ = _stage_runs(env)
     latest = {s: max((r for r in parents if r.info.run_name == s), key=lambda r: r.info.start_time) for s in forced}
     assert {s: r.data.tags["git_dirty"] for s, r in latest.items()} == dict.fromkeys(forced, "false")
+
+
+def test_a_single_stage_run_with_a_bad_value_fails_before_touching_the_committed_results(repo):
+    """`dvc repro -s graph` skips the `check` stage: the stage's own command validates params.yaml (newer than check's
+    stamp) and stops, naming the key, while its git-tracked results stay in place (`persist: true`)."""
+    root, env = repo
+    params_file = root / "params.yaml"
+    original = params_file.read_bytes()
+    kept = {p: (root / p).read_bytes() for p in ("reports/graph.json", "reports/graph.md", "reports/metrics/graph.json")}
+    params = yaml.safe_load(original)
+    params["graph"]["kappa"] = -1.0
+    params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+    try:
+        proc = subprocess.run(["dvc", "repro", "-s", "graph"], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode != 0
+        assert "graph.kappa" in proc.stdout + proc.stderr and "[graph] executing" not in proc.stderr
+        assert {p: (root / p).read_bytes() for p in kept} == kept
+    finally:
+        params_file.write_bytes(original)
+        run_ok(["dvc", "checkout", "graph"], root, env)  # the stage's cached outputs, which DVC removed before running it
+    assert "up to date" in run_ok(["dvc", "status", "graph"], root, env).stdout

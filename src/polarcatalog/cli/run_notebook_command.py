@@ -12,6 +12,24 @@ from pathlib import Path
 import typer
 
 
+CHECK_STAMP = Path("data/interim/params_valid.txt")  # the `check` stage's output (dvc.yaml)
+
+
+def params_problem(root: Path) -> str | None:
+    """What is wrong with params.yaml, when the `check` stage has not validated this version of it: `dvc repro -s`,
+    `dvc exp run -s` and a stage run by hand skip `check`. A stamp newer than the file means `check` passed it."""
+    params, stamp = root / "params.yaml", root / CHECK_STAMP
+    if stamp.exists() and stamp.stat().st_mtime_ns >= params.stat().st_mtime_ns:
+        return None
+    from polarcatalog.config import ParamsError, load_params  # heavy: the params schema, only when check was skipped
+
+    try:
+        load_params(params)
+    except ParamsError as err:
+        return f"{err}\n(nothing was run; the stage's committed results are as they were)"
+    return None
+
+
 def run_notebook_command(
     notebook: Path = typer.Argument(..., help="the stage notebook, e.g. notebooks/01_curate.ipynb"),
     output: Path = typer.Argument(..., help="where the executed copy goes, e.g. reports/notebooks/01_curate.ipynb"),
@@ -26,6 +44,10 @@ def run_notebook_command(
     except ValueError:
         typer.echo(f"error: -p takes NAME=VALUE, got {parameter}", err=True)
         raise typer.Exit(2) from None
+    problem = params_problem(Path.cwd())
+    if problem:
+        typer.echo(problem, err=True)
+        raise typer.Exit(2)
     run_notebook(notebook, output, parameters)
 
 

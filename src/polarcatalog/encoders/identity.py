@@ -9,13 +9,17 @@ import os
 from pathlib import Path
 
 
+# How an ONNX Runtime encoder's model file is made: exported with the checkpoint's own weights, batch norm unfolded
+# (`onnx_runtime.WEIGHTS_AS_TRAINED`). Part of each ONNX id, so vectors from a differently folded export, which differ
+# in the last bits, are never read from the cache as this one's.
+ONNX_EXPORT = "ort-as-trained"
 EFFICIENTNET_INPUT_PX = {"efficientnet_lite0": 224, "efficientnet_lite1": 240, "efficientnet_lite2": 260}  # each model's own
 
 
 def efficientnet_id(name: str, input_size: int, onnx: bool) -> str:
     # The weights are fixed by the pinned package version: the name identifies them. The runtime is part of the id:
     # ONNX Runtime and torch channels_last agree to ~1e-5, not bit for bit, so their vectors are cached apart.
-    return f"{name}@pypi:{input_size}px:{'ort' if onnx else 'cl'}"
+    return f"{name}@pypi:{input_size}px:{ONNX_EXPORT if onnx else 'cl'}"
 
 
 def open_clip_weights(pretrained: str | None) -> str | None:

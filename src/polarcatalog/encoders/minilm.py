@@ -19,6 +19,7 @@ import numpy as np
 
 from polarcatalog.device import resolve_device
 from polarcatalog.encoders import onnx_runtime
+from polarcatalog.encoders.identity import ONNX_EXPORT
 from polarcatalog.paths import MODELS, repo_root
 
 INPUTS = ["input_ids", "attention_mask", "token_type_ids"]
@@ -70,7 +71,7 @@ class MiniLMEncoder:
             self.tokenizer.no_padding()
             self.tokenizer.enable_truncation(self.max_length)
             # the export depends on the model files and on torch's exporter: both versions name the file
-            name = f"{ID}-torch{version('torch').split('+')[0]}-opset{onnx_runtime.OPSET}.onnx".replace("@", "_")
+            name = f"{ID}-torch{version('torch').split('+')[0]}-opset{onnx_runtime.OPSET}-{ONNX_EXPORT}.onnx".replace("@", "_")
             path = (onnx_dir or repo_root() / MODELS / "onnx") / name
             self.session = onnx_runtime.cached_session(path, _export)
         else:
@@ -79,7 +80,7 @@ class MiniLMEncoder:
     @property
     def id(self) -> str:
         # ONNX Runtime and torch agree to ~1e-6, not bit for bit: the runtime is part of the id, so the cache keeps them apart
-        return ID + (":ort" if self.session is not None else "")
+        return ID + (f":{ONNX_EXPORT}" if self.session is not None else "")
 
     @property
     def runtime(self) -> str:

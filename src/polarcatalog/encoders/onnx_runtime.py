@@ -17,6 +17,13 @@ from typing import Any, Callable
 import torch
 
 OPSET = 17
+# The exporter's own folding (batch norm into the convolution, constant subgraphs) computes new weights with torch on
+# this CPU, and torch's elementwise maths goes through MKL, whose code path follows the CPU: the same model exported on
+# an AVX2 AMD and an AVX-512 Intel machine differed in the last bit of 92 of EfficientNet-Lite0's 100 weight tensors,
+# and so did every feature downstream. Exported as trained (the module is in eval mode, so batch norm uses its running
+# statistics), the file holds the checkpoint's bytes; ONNX Runtime folds at load with its own fixed-ISA arithmetic,
+# and its kernels gave the same bits on both machines (checked under an AVX2 AMD CPU model in QEMU).
+WEIGHTS_AS_TRAINED: dict[str, Any] = {"training": torch.onnx.TrainingMode.PRESERVE, "do_constant_folding": False}
 RUNTIMES = ("auto", "onnxruntime", "torch")
 
 
@@ -47,7 +54,7 @@ def export(module: torch.nn.Module, example: tuple[torch.Tensor, ...], inputs: l
     with warnings.catch_warnings():  # the tracer's notes on Python branches it fixes (shapes stay dynamic): noise in a stage
         warnings.simplefilter("ignore")
         torch.onnx.export(module.eval(), example, buffer, input_names=inputs, output_names=outputs,
-                          dynamic_axes=dynamic_axes, dynamo=False, opset_version=OPSET)
+                          dynamic_axes=dynamic_axes, dynamo=False, opset_version=OPSET, **WEIGHTS_AS_TRAINED)
     data = buffer.getvalue()
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -87,6 +87,10 @@ def fixed_rows(values: dict[str, float], n: int, **ids: Any) -> list[dict[str, A
             for m, v in values.items()]
 
 
+# A plot file's CI columns: the metric's column name, then one of these (`stages.ablate.curve`).
+CI_LOW, CI_HIGH = "CI low", "CI high"
+
+
 def ci_text(iv: Interval, scale: float = 100.0, digits: int = 1) -> str:
     """`20.0 [17.9, 22.1]` for a table cell."""
     return f"{scale * iv.value:.{digits}f} [{scale * iv.ci_low:.{digits}f}, {scale * iv.ci_high:.{digits}f}]"

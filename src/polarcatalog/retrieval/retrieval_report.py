@@ -89,16 +89,32 @@ def comparison_table(rows: list[Row], protocol: Protocol, baseline: str, n_speci
     return pd.DataFrame(out)
 
 
+def plot_name(config: Mapping[str, Any], configured: Mapping[str, Any]) -> str:
+    """A row's short name for `dvc plots diff`: what the row is relative to the configured pipeline, never the values
+    it ran with, so that the same row of two revisions (say λ 0.5 and 0.7) lands on the same bar."""
+    if dict(config) == dict(configured):
+        return "configured"
+    if {k for k in config if config[k] != configured.get(k)} == {"query_centre"}:
+        return f"configured · {config['query_centre']} protocol"
+    ensemble = list(config["ensemble"])
+    encoders = ("configured encoders" if ensemble == list(configured["ensemble"]) else
+                ensemble[0] if len(ensemble) == 1 else f"{len(ensemble)}-encoder ensemble")
+    return f"{encoders} · {config['chunks']}" + (" + re-rank" if config["reranker"] else "")
+
+
 def plot_data(rows: list[Row], protocol: Protocol, baseline: str) -> pd.DataFrame:
     """The figure's data (a DVC plot, committed): dev mRR@1, test mRR@1 with its CI, and the paired difference to the
     baseline row with its CI, per configuration; at full precision (`write_csv` keeps 6 places), so that a table built
-    from it rounds once, as the retrieve stage's own table does."""
+    from it rounds once, as the retrieve stage's own table does. `row` is the short name the DVC plot shows
+    (`plot_name`); `configuration` the table's full label."""
     m1 = RANK_METRICS.index("mRR@1")
-    base = next(r for r in rows if r.label == baseline).values[:, m1]
+    configured = next(r for r in rows if r.label == baseline)
+    base = configured.values[:, m1]
     rows = [r for r in rows if not r.lever]  # a lever is a choice: dev only, in the table, never plotted on test
     ivs = [protocol.interval(r.values[:, m1]) for r in rows]
     diffs = [protocol.difference(r.values[:, m1], base) for r in rows]
-    return pd.DataFrame({"configuration": [r.label for r in rows], "baseline": [r.label == baseline for r in rows],
+    return pd.DataFrame({"row": [plot_name(r.config, configured.config) for r in rows],
+                         "configuration": [r.label for r in rows], "baseline": [r.label == baseline for r in rows],
                          "dev mRR@1": [protocol.mean(r.values[:, m1], "dev") for r in rows],
                          "test mRR@1": [iv.value for iv in ivs], "ci_low": [iv.ci_low for iv in ivs],
                          "ci_high": [iv.ci_high for iv in ivs], "delta": [d.value for d in diffs],

@@ -15,6 +15,7 @@ from typing import Any, Iterator
 
 import pandas as pd
 
+from polarcatalog.eval.protocol import CI_HIGH, CI_LOW
 from polarcatalog.runner.pipelines import PIPELINES, stage_names, stage_outputs
 
 
@@ -83,7 +84,9 @@ def _csv_pairs(old: bytes, new: bytes) -> list[tuple[float, float, float | None]
     a, b = pd.read_csv(io.BytesIO(old)), pd.read_csv(io.BytesIO(new))
     if a.shape != b.shape or list(a.columns) != list(b.columns):
         return [(0.0, math.inf, None)]
-    width = (a["ci_high"] - a["ci_low"]).to_numpy() if {"ci_low", "ci_high"} <= set(a.columns) else None
+    low = next((c for c in a.columns if c == "ci_low" or c.endswith(f" {CI_LOW}")), None)
+    high = next((c for c in a.columns if c == "ci_high" or c.endswith(f" {CI_HIGH}")), None)
+    width = (a[high] - a[low]).to_numpy() if low and high else None
     out = []
     for col in a.select_dtypes("number").columns:
         for i, (x, y) in enumerate(zip(a[col].to_numpy(float), b[col].to_numpy(float))):

@@ -22,7 +22,7 @@ import pandas as pd
 from polarcatalog.from_params import polar_setup
 from polarcatalog.config import Params
 from polarcatalog.data.images import load_rgb
-from polarcatalog.eval.protocol import Protocol
+from polarcatalog.eval.protocol import CI_HIGH, CI_LOW, Protocol
 from polarcatalog.features.workspace import Workspace
 from polarcatalog.kg import kg_report
 from polarcatalog.kg.bridge_sweep import bridge_rows
@@ -284,11 +284,15 @@ def headline(df: pd.DataFrame, axis: Axis, out: dict[str, Any], params: Params) 
 
 
 def curve(df: pd.DataFrame, axis: Axis) -> pd.DataFrame:
-    """The axis's DVC plot: test value of its metric (all queries, configured setting) with the CI, per swept value."""
+    """The axis's DVC plot: test value of its metric (all queries, configured setting) with the CI, per swept value.
+    The CI columns extend the metric's name: DVC dashes a plot's fields in name order, so the metric, a prefix of
+    both, is the solid line and its CI bounds the dashed ones."""
     sel = df[(df["queries"] == "all") & (df["metric"] == axis.metric) & (df["split"] == "test")]
     for col in _ids(df, axis):
         sel = sel[sel[col] == df[col].iloc[0]]
-    return sel[[axis.key, "value", "ci_low", "ci_high"]].rename(columns={"value": f"test {axis.metric}"})
+    name = f"test {axis.metric}"
+    return sel[[axis.key, "value", "ci_low", "ci_high"]].rename(
+        columns={"value": name, "ci_low": f"{name} {CI_LOW}", "ci_high": f"{name} {CI_HIGH}"})
 
 
 def table(df: pd.DataFrame, axis: Axis) -> pd.DataFrame:

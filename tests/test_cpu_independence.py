@@ -1,0 +1,105 @@
+"""The same bits on any x86-64 CPU of this machine kind: the computations that drifted between an AVX-512 Intel and an
+AVX2 AMD machine, run here under different instruction-set caps (one fresh process each) and compared bit for bit.
+
+MKL, which torch's elementwise maths goes through on x86, follows `MKL_ENABLE_INSTRUCTIONS`: capped at SSE4.2 or
+AVX2 on an AVX-512 machine it takes the code path an older or an AMD CPU takes. That path changed the weights
+torch's ONNX exporter folded (batch norm into the convolution), so each curate and embed feature, and so the
+prototype filter's threshold and the graph downstream. OpenBLAS is pinned by `polarcatalog.numerics` (checked here
+too: a caller's own `OPENBLAS_CORETYPE` does not reach a stage).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow  # three processes that import torch and export two models
+
+PROBE = r"""
+import hashlib, json, tempfile
+from pathlib import Path
+import numpy as np
+from PIL import Image
+from polarcatalog.numerics import pin_process
+pin_process()
+from polarcatalog.curate.anchors import robust_prototype
+from polarcatalog.encoders import onnx_runtime
+from polarcatalog.encoders.efficientnet_lite import _Heads, create_efficientnet
+from polarcatalog.encoders.minilm import MiniLMEncoder
+import torch
+
+tmp = tempfile.mkdtemp()  # MiniLM's export is made here, not read from a cache an earlier process filled
+sha = lambda b: hashlib.sha256(b).hexdigest()[:16]
+rng = np.random.default_rng(0)
+images = [Image.fromarray(rng.integers(0, 256, (72, 96, 3), dtype=np.uint8)) for _ in range(12)]
+enc = create_efficientnet("efficientnet_lite0", device="cpu", size=64, runtime="onnxruntime")
+onnx = onnx_runtime.export(_Heads(enc.model), (torch.zeros(1, 3, 64, 64),), ["x"], ["features", "logits"], {"x": {0: "n"}})
+feats, probs = enc.forward(images, 4)
+text = MiniLMEncoder("cpu", onnx_dir=Path(tmp)).encode_texts(["a yellow mouse with red cheeks", "a blue turtle with a shell"])
+print(json.dumps({"onnx": sha(onnx), "features": sha(feats.tobytes()), "probs": sha(probs.tobytes()),
+                  "threshold": robust_prototype(feats, 3.0).threshold, "text": sha(np.ascontiguousarray(text).tobytes())}))
+"""
+
+
+def _run(env_extra: dict[str, str]) -> dict[str, object]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MKL_", "OPENBLAS_"))} | env_extra
+    proc = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_exported_models_features_and_the_prototype_threshold_do_not_depend_on_the_cpus_instruction_set():
+    native = _run({})
+    for caps in ({"MKL_ENABLE_INSTRUCTIONS": "AVX2"}, {"MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "OPENBLAS_CORETYPE": "SkylakeX"}):
+        assert _run(caps) == native, caps
+
+
+ORT_RUN = r"""
+import hashlib, sys
+import numpy as np, onnxruntime as ort
+options = ort.SessionOptions()
+options.intra_op_num_threads = 1
+session = ort.InferenceSession(sys.argv[1], options, providers=["CPUExecutionProvider"])
+out = session.run(None, {"x": np.load(sys.argv[2])})
+features = np._core._multiarray_umath.__cpu_features__  # what this (possibly emulated) CPU reports
+print(hashlib.sha256(b"".join(o.tobytes() for o in out)).hexdigest(), features["AVX2"], features["AVX512F"])
+"""
+
+
+@pytest.mark.parametrize("cpu", ["EPYC-Milan", "Haswell"])
+def test_onnx_runtime_kernels_give_the_same_bits_on_an_avx2_cpu_of_either_vendor(cpu, tmp_path):
+    """ONNX Runtime picks its kernels by CPU (AVX-512 or FMA3, a channel block of 16 or 8): the exported EfficientNet on
+    the same input, here and in QEMU emulating an AVX2 CPU without AVX-512 (AMD Zen 3, Intel Haswell)."""
+    import shutil
+
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from polarcatalog.encoders import onnx_runtime
+    from polarcatalog.encoders.efficientnet_lite import _Heads, batch_tensor, create_efficientnet
+
+    qemu = shutil.which("qemu-x86_64")
+    if qemu is None:
+        pytest.skip("qemu-x86_64 is not installed (`make system-deps` installs qemu-user)")
+    enc = create_efficientnet("efficientnet_lite0", device="cpu", size=64, runtime="torch")
+    model = tmp_path / "lite0.onnx"
+    onnx_runtime.export(_Heads(enc.model), (torch.zeros(1, 3, 64, 64),), ["x"], ["features", "logits"], {"x": {0: "n"}}, model)
+    rng = np.random.default_rng(0)
+    x = batch_tensor([Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)) for _ in range(2)], 64).numpy()
+    np.save(tmp_path / "x.npy", x)
+    script = tmp_path / "run.py"
+    script.write_text(ORT_RUN)
+    here = subprocess.run([sys.executable, script, model, tmp_path / "x.npy"], capture_output=True, text=True, timeout=120)
+    emulated = subprocess.run([qemu, "-cpu", cpu, sys.executable, script, model, tmp_path / "x.npy"], capture_output=True,
+                              text=True, timeout=600)
+    assert here.returncode == 0 and emulated.returncode == 0, here.stderr[-2000:] + emulated.stderr[-2000:]
+    digest, avx2, avx512 = emulated.stdout.split()
+    assert (avx2, avx512) == ("True", "False")  # the emulated CPU really takes the AVX2 path
+    assert digest == here.stdout.split()[0]
