@@ -98,7 +98,7 @@ team-db: venv  # a local PostgreSQL cluster for the server (skip it with a manag
 TEAM_PGPASS ?= $(TEAM_DIR)/postgres-secrets/mlflow.pgpass  # written by team-db (mode 0600); a managed database: your own
 team-server: venv
 	$(BIN)/polarcatalog-tools team-server --backend $(TEAM_DB) --artifacts $(TEAM_ARTIFACTS) --host $(TEAM_HOST) --port $(TEAM_PORT) \
-	  $(if $(wildcard $(TEAM_PGPASS)),--pgpass $(TEAM_PGPASS),)
+	  $(if $(wildcard $(TEAM_PGPASS)),--pgpass $(TEAM_PGPASS),) $(if $(TEAM_ALLOWED_HOSTS),--allowed-hosts $(TEAM_ALLOWED_HOSTS),)
 
 clean-features:  # the content-addressed feature cache: the next `dvc repro -f -s embed` recomputes every vector
 	rm -rf data/cache/features

@@ -44,6 +44,9 @@ def team_server(
     port: int = typer.Option(5000),
     pgpass: Optional[Path] = typer.Option(None, help="pgpass file with the database password (team-db writes one); "
                                            "default: PGPASSFILE, else ~/.pgpass"),
+    allowed_hosts: Optional[str] = typer.Option(None, help="extra Host headers the server answers, comma-separated, "
+                                                "wildcards allowed (e.g. mlflow.team.lan); beyond loopback this "
+                                                "machine's names and private IPs are always allowed"),
 ) -> None:
     """Run the team's MLflow tracking server; clients set tracking.uri (or MLFLOW_TRACKING_URI) to its URL."""
     from urllib.parse import urlsplit
@@ -53,7 +56,7 @@ def team_server(
                    "it in a pgpass file (`--pgpass`, mode 0600) and give the URI without it", err=True)
         raise typer.Exit(2)
     env = {**os.environ, **team.SERVER_ENV, **({"PGPASSFILE": str(pgpass.resolve())} if pgpass else {})}
-    cmd = team.mlflow_server_command(mlflow_bin(), backend, artifacts, host, port)
+    cmd = team.mlflow_server_command(mlflow_bin(), backend, artifacts, host, port, allowed_hosts)
     typer.echo(f"runs and artifacts at http://{host}:{port} ({backend}; {artifacts})")
     os.execve(cmd[0], cmd, env)
 

@@ -17,6 +17,7 @@ import glob
 import os
 import secrets
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -130,11 +131,31 @@ def stop_postgres(data: Path) -> None:
 SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 
 
+def allowed_hosts(host: str, port: int, extra: str | None = None) -> str | None:
+    """The Host headers the server answers (MLflow refuses any other, against DNS rebinding). MLflow's default is
+    localhost and private IPs, so a team that reaches the server by this machine's name got "Invalid Host header".
+    Listening beyond loopback, the default adds this machine's names (with and without the port) to MLflow's own
+    list; `extra` (comma-separated, wildcards allowed) adds the names a team uses behind a proxy or DNS alias."""
+    if host in ("127.0.0.1", "localhost") and not extra:
+        return None  # MLflow's default: loopback only
+    names = {socket.gethostname(), socket.getfqdn(), "localhost", "127.0.0.1"}
+    if host not in ("0.0.0.0", "::"):
+        names.add(host)
+    names |= {h.strip() for h in (extra or "").split(",") if h.strip()}
+    # MLflow compares the whole header, port included: each name without a port is listed with this server's too
+    listed = sorted({n for n in names} | {f"{n}:{port}" for n in names if ":" not in n})
+    private = ["10.*", *(f"172.{b}.*" for b in range(16, 32)), "192.168.*"]  # RFC 1918, as MLflow's default
+    return ",".join([*listed, *private])
+
+
 def mlflow_server_command(mlflow: str, backend_uri: str, artifacts: Path, host: str = "127.0.0.1",
-                          port: int = 5000) -> list[str]:
-    """The tracking server: runs in `backend_uri`, artifacts under `artifacts`, served through the server itself."""
+                          port: int = 5000, hosts: str | None = None) -> list[str]:
+    """The tracking server: runs in `backend_uri`, artifacts under `artifacts`, served through the server itself;
+    `hosts` the extra Host headers it answers (`allowed_hosts`)."""
+    allowed = allowed_hosts(host, port, hosts)
     return [mlflow, "server", "--backend-store-uri", backend_uri, "--artifacts-destination", str(artifacts),
-            "--serve-artifacts", "--host", host, "--port", str(port), "--workers", "2"]
+            "--serve-artifacts", "--host", host, "--port", str(port), "--workers", "2",
+            *(["--allowed-hosts", allowed] if allowed else [])]
 
 
 def wait_for_server(url: str, timeout: float = 120.0, process: subprocess.Popen | None = None) -> None:
