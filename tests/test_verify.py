@@ -56,3 +56,20 @@ def test_a_reproduced_run_says_so_and_a_drift_is_measured_against_the_ci(tmp_pat
     cli = str(Path(sys.executable).parent / "polarcatalog")
     proc = subprocess.run([cli, "verify"], cwd=root, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "reports/r.json: 2 number(s) differ" in proc.stdout
+
+
+def test_a_count_beside_a_ci_is_not_read_against_it_and_added_keys_or_rows_are_named(tmp_path):
+    """The plot files hold counts beside each value and its CI: a count that moved by 2 is not "100 CI widths";
+    a key on one side only is counted, not an infinite difference; a table that gained a row says so."""
+    root = _repo(tmp_path)
+    (root / "reports/p.csv").write_text("lam,value,ci_low,ci_high,n\n0.5,0.31,0.29,0.33,10\n")
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "n"], cwd=root, check=True)
+    (root / "reports/p.csv").write_text("lam,value,ci_low,ci_high,n\n0.5,0.312,0.29,0.33,12\n")
+    (root / "reports/r.json").write_text(json.dumps({"test": {"value": 0.30, "ci_low": 0.28, "ci_high": 0.32, "n": 100}}))
+    diffs = {d.path: d for d in verify.verify(root)}
+    p = diffs["reports/p.csv"]
+    assert (p.numbers, p.largest) == (2, 2.0) and abs(p.largest_vs_ci - 0.002 / 0.04) < 1e-9
+    r = diffs["reports/r.json"]
+    assert (r.what, r.unmatched) == ("text only", 1) and "1 number(s) on one side only" in r.text()
+    (root / "reports/p.csv").write_text("lam,value,ci_low,ci_high,n\n0.5,0.31,0.29,0.33,10\n0.7,0.3,0.28,0.32,10\n")
+    assert {d.path: d.what for d in verify.verify(root)}["reports/p.csv"] == "reshaped"

@@ -22,16 +22,20 @@ from polarcatalog.runner.pipelines import PIPELINES, stage_names, stage_outputs
 @dataclass
 class Difference:
     path: str
-    what: str  # "missing", "changed", "text only"
+    what: str  # "missing", "changed", "text only", "reshaped" (a table's rows or columns changed)
     numbers: int = 0  # numeric values that differ
     largest: float = 0.0  # the largest absolute difference among them
     largest_vs_ci: float | None = None  # the largest |difference| / CI width, over the values that carry a CI
+    unmatched: int = 0  # numbers present on one side only (a JSON key added or removed)
 
     def text(self) -> str:
-        if self.what != "changed":
+        if self.what not in ("changed", "text only") or (self.what == "text only" and not self.unmatched):
             return f"{self.path}: {self.what}"
+        only = f"{self.unmatched} number(s) on one side only" if self.unmatched else ""
+        if self.what == "text only":
+            return f"{self.path}: {only}"
         ci = (f"; largest |Δ| / CI width {self.largest_vs_ci:.3g}" if self.largest_vs_ci is not None else "")
-        return f"{self.path}: {self.numbers} number(s) differ, largest |Δ| {self.largest:.3g}{ci}"
+        return f"{self.path}: {self.numbers} number(s) differ, largest |Δ| {self.largest:.3g}{ci}" + (f"; {only}" if only else "")
 
 
 def committed_results(root: Path) -> list[str]:
@@ -67,37 +71,47 @@ def _numbers(value: Any, path: str = "") -> Iterator[tuple[str, float, float | N
         yield path, float(value), None
 
 
-def _compare(pairs: list[tuple[float, float, float | None]], path: str) -> Difference:
+Pairs = list[tuple[float, float, float | None]]  # (committed, rerun, CI width of the interval it belongs to or None)
+
+
+def _compare(pairs: Pairs, path: str, unmatched: int = 0) -> Difference:
     diffs = [(abs(a - b), w) for a, b, w in pairs if not (a == b or (math.isnan(a) and math.isnan(b)))]
     if not diffs:
-        return Difference(path, "text only")
+        return Difference(path, "text only", unmatched=unmatched)
     vs_ci = [d / w for d, w in diffs if w and w > 0]
-    return Difference(path, "changed", len(diffs), max(d for d, _ in diffs), max(vs_ci) if vs_ci else None)
+    return Difference(path, "changed", len(diffs), max(d for d, _ in diffs), max(vs_ci) if vs_ci else None, unmatched)
 
 
-def _json_pairs(old: bytes, new: bytes) -> list[tuple[float, float, float | None]]:
+def _json_pairs(old: bytes, new: bytes) -> tuple[Pairs, int]:
+    """Numbers under the same key path on both sides, and how many sit on one side only."""
     a, b = dict((k, (x, w)) for k, x, w in _numbers(json.loads(old))), dict((k, (x, w)) for k, x, w in _numbers(json.loads(new)))
-    return [(a[k][0], b[k][0], a[k][1]) for k in a.keys() & b.keys()] + [(0.0, math.inf, None)] * len(a.keys() ^ b.keys())
+    return [(a[k][0], b[k][0], a[k][1]) for k in sorted(a.keys() & b.keys())], len(a.keys() ^ b.keys())
 
 
-def _csv_pairs(old: bytes, new: bytes) -> list[tuple[float, float, float | None]]:
+def _csv_pairs(old: bytes, new: bytes) -> tuple[Pairs, int] | None:
+    """Cell by cell; None when the table's shape or columns changed. A CI's width is set against the value it belongs
+    to (the column right before the CI's low bound, as every plot file writes them) and its bounds, not against a
+    count in the same row."""
     a, b = pd.read_csv(io.BytesIO(old)), pd.read_csv(io.BytesIO(new))
     if a.shape != b.shape or list(a.columns) != list(b.columns):
-        return [(0.0, math.inf, None)]
-    low = next((c for c in a.columns if c == "ci_low" or c.endswith(f" {CI_LOW}")), None)
-    high = next((c for c in a.columns if c == "ci_high" or c.endswith(f" {CI_HIGH}")), None)
-    width = (a[high] - a[low]).to_numpy() if low and high else None
+        return None
+    cols = list(a.columns)
+    low = next((c for c in cols if c == "ci_low" or c.endswith(f" {CI_LOW}")), None)
+    high = next((c for c in cols if c == "ci_high" or c.endswith(f" {CI_HIGH}")), None)
+    with_ci = {low, high, cols[cols.index(low) - 1]} if low and high and cols.index(low) > 0 else set()
+    width = (a[high] - a[low]).to_numpy(float) if with_ci else None
     out = []
     for col in a.select_dtypes("number").columns:
         for i, (x, y) in enumerate(zip(a[col].to_numpy(float), b[col].to_numpy(float))):
-            out.append((x, y, None if width is None else float(width[i])))
-    return out
+            out.append((x, y, float(width[i]) if width is not None and col in with_ci else None))
+    return out, 0
 
 
-def verify(root: Path) -> list[Difference]:
-    """Every committed result that is not the commit's bytes, with what differs in it."""
+def verify(root: Path, results: list[str] | None = None) -> list[Difference]:
+    """Every committed result (`results`, default `committed_results`) that is not the commit's bytes, with what
+    differs in it."""
     out = []
-    for rel in committed_results(root):
+    for rel in committed_results(root) if results is None else results:
         path = root / rel
         if not path.is_file():
             out.append(Difference(rel, "missing"))
@@ -108,16 +122,20 @@ def verify(root: Path) -> list[Difference]:
             continue
         try:
             pairs = _json_pairs(old, new) if rel.endswith(".json") else _csv_pairs(old, new) if rel.endswith(".csv") else None
+            what = "reshaped" if rel.endswith(".csv") else "text only"
         except (ValueError, pd.errors.ParserError):
-            pairs = None
-        out.append(_compare(pairs, rel) if pairs is not None else Difference(rel, "text only"))
+            pairs, what = None, "text only"
+        if pairs is None:
+            out.append(Difference(rel, what))
+        else:
+            out.append(_compare(pairs[0], rel, pairs[1]))
     return out
 
 
 def report(root: Path) -> tuple[bool, str]:
     """(reproduced, what to print)."""
     results = committed_results(root)
-    diffs = verify(root)
+    diffs = verify(root, results)
     if not diffs:
         return True, f"reproduced: all {len(results)} committed results (reports, metrics, plot data, dvc.lock) are the commit's bytes"
     worst = max((d.largest_vs_ci for d in diffs if d.largest_vs_ci is not None), default=None)
