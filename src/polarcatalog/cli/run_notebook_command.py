@@ -19,8 +19,8 @@ def params_problem(root: Path) -> str | None:
     """What is wrong with params.yaml, when the `check` stage has not validated this version of it: `dvc repro -s`,
     `dvc exp run -s` and a stage run by hand skip `check`. A stamp newer than the file means `check` passed it."""
     params, stamp = root / "params.yaml", root / CHECK_STAMP
-    if stamp.exists() and stamp.stat().st_mtime_ns >= params.stat().st_mtime_ns:
-        return None
+    if not params.exists() or (stamp.exists() and stamp.stat().st_mtime_ns >= params.stat().st_mtime_ns):
+        return None  # no params file: a notebook that needs one says so itself
     from polarcatalog.config import ParamsError, load_params  # heavy: the params schema, only when check was skipped
 
     try:
