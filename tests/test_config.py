@@ -1,3 +1,5 @@
+import subprocess
+
 import pytest
 import yaml
 
@@ -112,6 +114,28 @@ def test_cli_check_params(tmp_path):
     bad.write_text("curate:\n  chunk_words: 2\n")
     res = CliRunner().invoke(app, ["check-params", "--params", str(bad)])
     assert res.exit_code == 2 and "curate.chunk_words" in res.output
+
+
+def test_check_params_says_when_a_failed_experiment_left_its_value_in_params_yaml(tmp_path):
+    """`dvc exp run -S retrieval.lam=2` fails in `check` and DVC leaves `lam: 2` in params.yaml: the message says the
+    file differs from the commit and how to restore it; an invalid committed file gets no such hint."""
+    from typer.testing import CliRunner
+
+    from polarcatalog.cli.main import app
+
+    git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)  # noqa: E731
+    text = (ROOT / "params.yaml").read_text()
+    (tmp_path / "params.yaml").write_text(text)
+    git("init", "-q")
+    git("add", "params.yaml")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "params")
+    (tmp_path / "params.yaml").write_text(text.replace("  lam: 0.7", "  lam: 2", 1))
+    res = CliRunner().invoke(app, ["check-params", "--params", str(tmp_path / "params.yaml")])
+    assert res.exit_code == 2 and "retrieval.lam" in res.output
+    assert "differs from the last commit" in res.output and "git checkout params.yaml" in res.output
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "an invalid value, committed")
+    res = CliRunner().invoke(app, ["check-params", "--params", str(tmp_path / "params.yaml")])
+    assert res.exit_code == 2 and "differs from the last commit" not in res.output
 
 
 @pytest.mark.parametrize("sets, message", [

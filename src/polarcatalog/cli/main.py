@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
 from pathlib import Path
 from typing import Optional
 
@@ -22,6 +23,18 @@ from polarcatalog.cli.run_notebook_command import run_notebook_command
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 
 
+def _uncommitted_hint(params: Path) -> str:
+    """A failed `dvc exp run -S key=value` leaves its value in params.yaml (DVC keeps the workspace as the run saw it):
+    say so, and how to get the committed values back."""
+    try:
+        changed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", params.name], cwd=params.parent,
+                                 capture_output=True, timeout=30).returncode == 1
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return (f"\n{params.name} differs from the last commit (a failed `dvc exp run -S ...` leaves its value there): "
+            f"`git diff {params.name}` shows it, `git checkout {params.name}` restores the committed values") if changed else ""
+
+
 @app.command("check-params")
 def check_params(
     params: Path = typer.Option(Path("params.yaml"), help="params file to validate"),
@@ -35,7 +48,7 @@ def check_params(
     try:
         p = profiles.resolve(profile, params.parent)[0] if profile else load_params(params)
     except ParamsError as err:
-        typer.echo(str(err), err=True)
+        typer.echo(str(err) + _uncommitted_hint(params), err=True)
         raise typer.Exit(2) from None
     if stamp is None:
         typer.echo(json.dumps(p.model_dump(mode="json"), indent=2))
