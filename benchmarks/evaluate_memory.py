@@ -81,9 +81,9 @@ def main() -> None:
              "| images | cold time (s) | cold peak (GiB) | warm time (s) | warm peak (GiB) |", "|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['images']} | {r['cold_seconds']} | {r['cold_peak_gib']} | {r['warm_seconds']} | {r['warm_peak_gib']} |"
               for r in rows]
-    lines += ["", "The peak does not grow with the folder once a batch is full: it is the workspace and the imports "
-              "(the warm column) plus the three encoders, each holding its torch model beside its ONNX Runtime session, "
-              "whose memory arena grows to one full batch of query views."]
+    lines += ["", "Cold minus warm is what building and running the three encoders adds; the warm column is the "
+              "workspace and the imports. Which part of the encoders' share is the torch models, the ONNX Runtime "
+              "sessions or their batch buffers is not measured here."]
     (out / "evaluate_memory.md").write_text("\n".join(lines) + "\n")
 
 
