@@ -305,3 +305,26 @@ def test_a_failure_after_mlflow_ended_the_active_run_closes_the_stage_run_and_op
         assert mlflow.active_run() is None
     runs = MlflowClient().search_runs([experiment])
     assert len(runs) == 2 and {r.info.run_name for r in runs} == {"report"}
+
+
+@pytest.mark.slow  # up to a minute of MLflow's own retries
+def test_an_unreachable_tracking_server_stops_the_stage_within_a_minute_and_names_the_server(tmp_path):
+    """MLflow's defaults retry a silent server for ten minutes without a word (a team server whose database is down);
+    the stage must give up well inside two minutes, saying which server and what to do."""
+    import socket
+    import subprocess
+    import sys
+
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    (tmp_path / "dvc.yaml").write_text(DVC_YAML)
+    with socket.socket() as s:  # a port nothing listens on: every request is refused, and retried
+        s.bind(("127.0.0.1", 0))
+        uri = f"http://127.0.0.1:{s.getsockname()[1]}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_HTTP_")}
+    env |= {"MLFLOW_TRACKING_URI": uri, "POLARCATALOG_ROOT": str(tmp_path)}
+    code = ("from polarcatalog.config import load_params\nfrom polarcatalog.runner.tracking import start_stage\n"
+            "start_stage('probe.ipynb', load_params('params.yaml'))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=110)
+    assert done.returncode != 0
+    assert f"tracking: {uri}" in done.stderr and "MLFLOW_HTTP_REQUEST_MAX_RETRIES" in done.stderr
+    assert f"the MLflow tracking server {uri} did not answer" in done.stderr and "make team-server" in done.stderr

@@ -72,6 +72,38 @@ def tracking_uri(root: Path | None = None, configured: str | None = None) -> str
     return os.environ.get("MLFLOW_TRACKING_URI") or configured or f"sqlite:///{project_root(root)}/mlflow.db"
 
 
+# A tracking server that stops answering (its database down, the machine gone) must stop a stage within about a minute,
+# with a message: MLflow's own defaults (7 retries, backoff factor 2, 120 s per request) wait ten minutes in silence.
+# Each is a default only: a variable the user set wins.
+HTTP_PATIENCE = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                 "MLFLOW_HTTP_REQUEST_TIMEOUT": "15"}
+
+
+def bound_http_patience(uri: str) -> None:
+    """For a server URI, MLflow's HTTP retries bounded by HTTP_PATIENCE (unless set), and one line saying so."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    for key, value in HTTP_PATIENCE.items():
+        os.environ.setdefault(key, value)
+    print(f"tracking: {uri} (an unanswered request is retried {os.environ['MLFLOW_HTTP_REQUEST_MAX_RETRIES']} times, "
+          f"{os.environ['MLFLOW_HTTP_REQUEST_TIMEOUT']} s each; MLFLOW_HTTP_REQUEST_MAX_RETRIES / _TIMEOUT to wait longer)",
+          file=sys.stderr, flush=True)
+
+
+def _open_experiment(uri: str, name: str) -> Any:
+    """The experiment `name` on the tracking store `uri`; an unreachable server named, with what to do."""
+    bound_http_patience(uri)
+    mlflow.set_tracking_uri(uri)
+    try:
+        return mlflow.set_experiment(name)
+    except Exception as err:  # MlflowException or a requests error, whichever the failure was
+        if not uri.startswith(("http://", "https://")):
+            raise
+        raise RuntimeError(f"the MLflow tracking server {uri} did not answer ({type(err).__name__}: {str(err)[:300]}). "
+                           "Check that the server and its database are up (`make team-server`), or unset "
+                           "MLFLOW_TRACKING_URI / tracking.uri to log to this checkout's own store") from err
+
+
 def run_context() -> dict[str, str]:
     """What launched this run: a DVC stage (`pipeline`, with the experiment's name and baseline commit when it is a
     `dvc exp run`) or a person running the notebook (`interactive`)."""
@@ -228,8 +260,7 @@ def start_stage(notebook: str, params: Params, executed_notebook: str | None = N
     FAILED-on-exception."""
     root = repo_root()
     stage = dvc_stage(root, notebook, item)
-    mlflow.set_tracking_uri(tracking_uri(root, params.tracking.uri))
-    experiment = mlflow.set_experiment(params.tracking.experiment)
+    experiment = _open_experiment(tracking_uri(root, params.tracking.uri), params.tracking.experiment)
     if experiment.tags.get(EXPERIMENT_KIND) != "custom_model_development":
         # MLflow 3's UI opens an experiment without a kind on its GenAI overview; this kind opens it on the runs list
         mlflow.set_experiment_tag(EXPERIMENT_KIND, "custom_model_development")
