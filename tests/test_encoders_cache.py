@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
@@ -347,6 +348,29 @@ def test_onnx_runtime_gives_the_torch_features_of_the_packaged_efficientnet():
     assert ort_enc.runtime == "onnxruntime" and ort_enc.id != torch_enc.id and "160px" in ort_enc.id
     with pytest.raises(ValueError, match="unknown runtime"):
         create_efficientnet("efficientnet_lite0", "cpu", None, "tensorrt")
+
+
+def test_a_lean_session_frees_its_buffers_and_gives_the_same_bits_through_the_lazy_encode_path(tmp_path):
+    """`polarcatalog evaluate` builds its encoders inside `lean_memory` (no ONNX Runtime arena): the setting must reach a
+    session built lazily on the encode path's decoding thread, and must not move a single bit of the vectors (the
+    feature cache is shared with the pipeline, which keeps the arena)."""
+    from polarcatalog.encoders import onnx_runtime
+
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(5):
+        Image.fromarray(rng.integers(0, 255, (48, 40 + 5 * i, 3), dtype=np.uint8)).save(tmp_path / f"q{i}.png")
+        paths.append(str(tmp_path / f"q{i}.png"))
+    vecs, arena = {}, {}
+    for lean in (False, True):
+        enc = image_encoder("efficientnet_lite0@128", "cpu", "onnxruntime")
+        assert isinstance(enc, DeferredImageEncoder)  # built on first use, inside the encode path
+        with onnx_runtime.lean_memory() if lean else contextlib.nullcontext():
+            vecs[lean] = encode_image_files(enc, paths, tmp_path / f"cache{lean}", Preprocess(), batch_size=2)[0]
+        arena[lean] = enc.built.session.get_session_options().enable_cpu_mem_arena
+    assert arena == {False: True, True: False}
+    np.testing.assert_array_equal(vecs[True], vecs[False])
+    assert onnx_runtime._ARENA["on"]  # restored on leaving
 
 
 def test_onnx_runtime_gives_the_torch_vectors_of_minilm_for_any_text_length():

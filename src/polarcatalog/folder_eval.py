@@ -333,25 +333,28 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     quarantine = Quarantine(out / "quarantine")
     cache = root / "data/cache/features"
     e = params.encoders
-    encoders = {n: image_encoder(e.spec(n), e.device, e.runtime) for n in needed}  # built only on a cache miss
-    view = query_view(params)
-    q_views = [view, view.flipped()] if ws.has_flips else [view]
-    feats, ok, stats = {}, np.ones(len(q), bool), {"queries": {}, "anchors": {}}  # feature cache hits / misses
-    for i, (name, enc) in enumerate(encoders.items()):
-        vecs, ok_n = encode_image_views(enc, q["path"].tolist(), cache, q_views, batch_size=params.encoders.batch_size,
-                                        quarantine=quarantine if i == 0 else None, stats=stats["queries"],
-                                        refuse_blank=True)
-        feats[name] = average_flips(*vecs) if len(vecs) == 2 else vecs[0]  # the pipeline's rule for its own queries
-        ok &= ok_n
-    q = q[ok].reset_index(drop=True)
-    feats = {n: f[ok] for n, f in feats.items()}
-    scale = choose_anchor_scale(anchor_scale, q["path"].tolist(), ws.manifest.get("anchor_scale"), params.dataset.seed,
-                                params.encoders.anchor_scale_ratio) \
-        if len(q) else AnchorScale("catalog", ws.manifest.get("anchor_scale"), ws.manifest.get("anchor_scale"))
-    if scale.adapted:
-        anchor_view = Preprocess(params.encoders.content_box, scale.used)
-        ws = ws.with_anchor_views(encode_anchor_views(encoders, [str(root / p) for p in ws.anchors["path"]], cache,
-                                                      anchor_view, ws.has_flips, params.encoders.batch_size, stats["anchors"]))
+    from polarcatalog.encoders.onnx_runtime import lean_memory  # heavy: torch, needed only from here on
+
+    with lean_memory():  # a user's folder: ONNX Runtime frees its buffers after each batch (no arena; same vectors)
+        encoders = {n: image_encoder(e.spec(n), e.device, e.runtime) for n in needed}  # built only on a cache miss
+        view = query_view(params)
+        q_views = [view, view.flipped()] if ws.has_flips else [view]
+        feats, ok, stats = {}, np.ones(len(q), bool), {"queries": {}, "anchors": {}}  # feature cache hits / misses
+        for i, (name, enc) in enumerate(encoders.items()):
+            vecs, ok_n = encode_image_views(enc, q["path"].tolist(), cache, q_views, batch_size=params.encoders.batch_size,
+                                            quarantine=quarantine if i == 0 else None, stats=stats["queries"],
+                                            refuse_blank=True)
+            feats[name] = average_flips(*vecs) if len(vecs) == 2 else vecs[0]  # the pipeline's rule for its own queries
+            ok &= ok_n
+        q = q[ok].reset_index(drop=True)
+        feats = {n: f[ok] for n, f in feats.items()}
+        scale = choose_anchor_scale(anchor_scale, q["path"].tolist(), ws.manifest.get("anchor_scale"), params.dataset.seed,
+                                    params.encoders.anchor_scale_ratio) \
+            if len(q) else AnchorScale("catalog", ws.manifest.get("anchor_scale"), ws.manifest.get("anchor_scale"))
+        if scale.adapted:
+            anchor_view = Preprocess(params.encoders.content_box, scale.used)
+            ws = ws.with_anchor_views(encode_anchor_views(encoders, [str(root / p) for p in ws.anchors["path"]], cache,
+                                                          anchor_view, ws.has_flips, params.encoders.batch_size, stats["anchors"]))
     retriever = Retriever.build(ws, rp)
     side = retriever.side(feats)
     centring = _centring(rp, len(q), side.by)

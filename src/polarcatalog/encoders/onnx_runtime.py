@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import warnings
+from contextlib import contextmanager
 from io import BytesIO
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -25,6 +26,12 @@ OPSET = 17
 # and its kernels gave the same bits on both machines (checked under an AVX2 AMD CPU model in QEMU).
 WEIGHTS_AS_TRAINED: dict[str, Any] = {"training": torch.onnx.TrainingMode.PRESERVE, "do_constant_folding": False}
 RUNTIMES = ("auto", "onnxruntime", "torch")
+# ONNX Runtime's CPU arena keeps every activation buffer it ever allocated: the three EfficientNets at a batch of 32
+# hold about 0.8 GB more with it than without, and run about 25 % faster. The pipeline encodes thousands of images and
+# keeps it; `polarcatalog evaluate` encodes a user's folder, where memory matters more (`lean_memory`). The arena
+# changes where buffers live, not the arithmetic: the vectors are the same bits either way. A process-wide setting, not
+# a context variable: the encode path builds an encoder lazily, possibly on its decoding thread.
+_ARENA = {"on": True}
 
 
 def available() -> bool:
@@ -64,11 +71,22 @@ def export(module: torch.nn.Module, example: tuple[torch.Tensor, ...], inputs: l
     return data
 
 
+@contextmanager
+def lean_memory() -> Iterator[None]:
+    """Sessions created inside free their buffers after each run (no CPU arena): less memory, slower."""
+    before, _ARENA["on"] = _ARENA["on"], False
+    try:
+        yield
+    finally:
+        _ARENA["on"] = before
+
+
 def session(model: bytes | Path) -> Any:
     """An ONNX Runtime CPU session on `model` (bytes, or a file)."""
     import onnxruntime as ort  # optional: the `cpu` extra
 
     options = ort.SessionOptions()
+    options.enable_cpu_mem_arena = _ARENA["on"]
     options.intra_op_num_threads = torch.get_num_threads()
     # no spin-waiting between runs: the embed path decodes the next batch on another thread meanwhile
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
