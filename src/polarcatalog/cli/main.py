@@ -13,6 +13,7 @@ import typer
 
 from polarcatalog import __version__
 from polarcatalog.runner import experiments as experiments_table
+from polarcatalog.runner import queue_recovery
 from polarcatalog.runner import profiles
 from polarcatalog.runner import verify as verification
 from polarcatalog.folder_eval import configuration, configuration_text, evaluate_folder
@@ -83,6 +84,22 @@ def experiments(width: int = typer.Option(160, help="table width in columns")) -
     except RuntimeError as err:
         typer.echo(str(err), err=True)
         raise typer.Exit(2) from None
+    for entry in queue_recovery.find_stranded(Path(".")):
+        typer.echo(f"warning: {entry.describe()}: `polarcatalog queue-recover` closes it", err=True)
+
+
+@app.command("queue-recover")
+def queue_recover(dry_run: bool = typer.Option(False, "--dry-run", help="list the stranded experiments, change nothing")) -> None:
+    """Queued DVC experiments whose worker died (shown "Running" forever): stop the orphaned executor, mark the
+    experiment Failed, remove its temporary workspace. Its log stays: `dvc queue logs <name>`."""
+    stranded = queue_recovery.find_stranded(Path("."))
+    if not stranded:
+        typer.echo("no stranded experiments: every experiment DVC shows running has a live queue worker")
+        return
+    if dry_run:
+        typer.echo("\n".join(s.describe() for s in stranded))
+        return
+    typer.echo("\n".join(queue_recovery.recover(Path("."))))
 
 
 @app.command()
