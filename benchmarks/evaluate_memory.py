@@ -71,10 +71,11 @@ def main() -> None:
                          "warm_seconds": warm["seconds"], "warm_peak_gib": warm["peak_gib"]})
             print(rows[-1], flush=True)
     out = ROOT / "reports" / "benchmarks"
-    meta = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores", "rows": rows}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=args.root, capture_output=True, text=True).stdout.strip()
+    meta = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores", "commit": commit, "rows": rows}
     (out / "evaluate_memory.json").write_text(json.dumps(meta, indent=2) + "\n")
     lines = ["# `polarcatalog evaluate`: time and peak memory by folder size", "",
-             "`benchmarks/evaluate_memory.py` on a checkout after `make repro` (the default catalog: three EfficientNet "
+             f"`benchmarks/evaluate_memory.py` on a checkout of commit {commit} after `make repro` (the default catalog: three EfficientNet "
              "encoders in ONNX Runtime); 40x40 PNGs; cold = every image new to the feature cache (the encoders are "
              "built and run), warm = the same folder again (every vector from the cache, no encoder built). One "
              f"machine ({meta['machine']}): compare rows, not machines.", "",
@@ -82,8 +83,9 @@ def main() -> None:
     lines += [f"| {r['images']} | {r['cold_seconds']} | {r['cold_peak_gib']} | {r['warm_seconds']} | {r['warm_peak_gib']} |"
               for r in rows]
     lines += ["", "Cold minus warm is what building and running the three encoders adds; the warm column is the "
-              "workspace and the imports. Which part of the encoders' share is the torch models, the ONNX Runtime "
-              "sessions or their batch buffers is not measured here."]
+              "workspace and the imports. `evaluate` runs ONNX Runtime without its CPU memory arena "
+              "(`encoders.onnx_runtime.lean_memory`), so each batch's buffers are freed after it and the peak does not "
+              "grow with the folder once a batch (`encoders.batch_size`) is full."]
     (out / "evaluate_memory.md").write_text("\n".join(lines) + "\n")
 
 
