@@ -25,6 +25,7 @@ def test_notebook_is_clean_and_has_the_agreed_shape(path):
     assert len(params) == 1
     for name in ("params_file", "overrides", "executed_notebook"):
         assert f"{name} =" in params[0].source
+    # the last cell closes the MLflow run: run-notebook then stops the kernel at once (runner/run_notebook.py)
     assert "start_stage(" in "".join(c.source for c in code) and code[-1].source.strip() == "run.finish()"
 
 

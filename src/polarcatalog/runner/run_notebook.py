@@ -69,5 +69,9 @@ def run_notebook(notebook: Path, output: Path, parameters: dict[str, Any], root:
         # shutdown request and, on a busy machine, the kernel can still be in the tail of the last cell's handler.
         # A failing cell still surfaces in full: papermill raises with its traceback and the executed notebook has it.
         extra_arguments=["--IPKernelApp.log_level=CRITICAL"], on_cell_start=cell_started, on_cell_executed=cell_done,
+        # When the last cell returns, a stage's work is done: its files are written and closed, and `run.finish()`
+        # (or the failure hook) has ended its MLflow run. A graceful shutdown would only run the interpreter's
+        # teardown of torch, ONNX Runtime and MLflow: about 1.8 s of every stage (benchmarks/repro_time.py).
+        shutdown_kernel="immediate",
     )
     print(f"[{stage}] done in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
