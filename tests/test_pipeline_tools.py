@@ -186,7 +186,8 @@ def test_mlflow_ui_lands_on_the_runs_and_shows_the_executed_notebook_as_html(rep
 
 def test_team_mode_a_stage_runs_against_postgresql_and_a_tracking_server(repo, tmp_path):
     """A real PostgreSQL (the OS's) behind a real `mlflow server` with proxied artifacts on a shared path, as
-    `make team-db` and `make team-server` start them; one stage reruns against it from the project checkout."""
+    `make team-db` and `make team-server` start them; one stage reruns against it from the project checkout. Then
+    the database stops under a running stage."""
     import signal
     import tempfile
 
@@ -219,10 +220,32 @@ def test_team_mode_a_stage_runs_against_postgresql_and_a_tracking_server(repo, t
         count = subprocess.run([team.postgres_bin("psql"), backend, "-tAc", "SELECT count(*) FROM runs"],
                                capture_output=True, text=True, check=True, env={**os.environ, **pgpass}).stdout.strip()
         assert int(count) == 1 + len(top_k)
+
+        # the database goes down mid-stage, the server stays up (and answers 503): the stage must stop within a
+        # minute or so and say so, where MLflow's default retries keep it silent for about ten minutes
+        code = ("from polarcatalog.config import load_params\nfrom polarcatalog.runner.tracking import start_stage\n"
+                "run = start_stage('05_ablate.ipynb', load_params('params.yaml'), item='top_k')\n"
+                "print('started', flush=True)\ninput()\nrun.log_metrics({'answer': 1.0})\n")
+        stage_env = {k: v for k, v in env.items() if not k.startswith("MLFLOW_HTTP_")} | {"MLFLOW_TRACKING_URI": url}
+        stage = subprocess.Popen([sys.executable, "-c", code], cwd=root, env=stage_env, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert stage.stdout.readline().strip() == "started"
+        team.stop_postgres(data)
+        try:
+            _, err = stage.communicate("\n", timeout=110)
+        except subprocess.TimeoutExpired:
+            stage.kill()
+            raise AssertionError("a stage kept waiting on a tracking server whose database is down") from None
+        # MLflow's own error names the request and the server's answers ("too many 503 error responses")
+        assert stage.returncode != 0 and f"tracking: {url}" in err and "error responses" in err, err[-2000:]
     finally:
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=60)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # its workers may still be waiting on the stopped database
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=60)
         team.stop_postgres(data)
         shutil.rmtree(data, ignore_errors=True)
         shutil.rmtree(team.secrets_dir(data), ignore_errors=True)
