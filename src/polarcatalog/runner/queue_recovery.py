@@ -18,13 +18,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-RUN_DIR = Path(".dvc/tmp/exps/run")
-EXPS_TMP = Path(".dvc/tmp/exps")
+from polarcatalog.runner.commands import venv_command
+
+EXPS_TMP = Path(".dvc/tmp/exps")  # DVC's experiment copies, and under run/ one folder of records per experiment
 ACTIVE = {1, 2}  # dvc.repo.experiments.executor.base.TaskStatus: PREPARING, RUNNING
 
 
@@ -88,7 +88,7 @@ def _read_json(path: Path) -> dict:
 
 def find_stranded(root: Path) -> list[Stranded]:
     """Experiments DVC records as running whose worker is dead, oldest first."""
-    runs = root / RUN_DIR
+    runs = root / EXPS_TMP / "run"
     found = []
     for folder in sorted(runs.iterdir(), key=lambda p: p.stat().st_mtime) if runs.is_dir() else []:
         info = _read_json(folder / f"{folder.name}.run")
@@ -105,11 +105,6 @@ def find_stranded(root: Path) -> list[Stranded]:
     return found
 
 
-def dvc_bin() -> str:
-    """The `dvc` command of this environment: on PATH, else beside this Python (an unactivated venv)."""
-    return shutil.which("dvc") or str(Path(sys.executable).parent / "dvc")
-
-
 def _dvc(root: Path, dvc: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([dvc, *args], cwd=root, capture_output=True, text=True)
 
@@ -118,7 +113,7 @@ def recover(root: Path, dvc: str | None = None, wait_s: float = 30.0) -> list[st
     """Close every stranded experiment: interrupt its orphaned executor (forced after `wait_s`), mark the task failed,
     remove its temporary workspace. Returns one line per experiment saying what was done. Its log stays
     (`dvc queue logs <name>`), and `dvc queue status` / `dvc exp show` show it as Failed."""
-    dvc, lines = dvc or dvc_bin(), []
+    dvc, lines = dvc or venv_command("dvc"), []
     for entry in find_stranded(root):
         done = []
         if entry.pid is not None:

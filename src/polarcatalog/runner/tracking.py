@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import socket
 import sys
 import subprocess
@@ -29,6 +28,7 @@ import mlflow
 import pandas as pd
 
 from polarcatalog import __version__
+from polarcatalog.runner.commands import venv_command
 from polarcatalog.runner.pipelines import declaration, dvc_stage, stage_outputs
 from polarcatalog.config import Params, flatten
 from polarcatalog.paths import repo_root
@@ -56,8 +56,7 @@ def numeric_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, floa
 
 
 def mlflow_bin() -> str:
-    """The `mlflow` command of this environment: on PATH, else beside this Python (an unactivated venv)."""
-    return shutil.which("mlflow") or str(Path(sys.executable).parent / "mlflow")
+    return venv_command("mlflow")
 
 
 def project_root(root: Path | None = None) -> Path:
@@ -79,9 +78,13 @@ HTTP_PATIENCE = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3", "MLFLOW_HTTP_REQUEST_BA
                  "MLFLOW_HTTP_REQUEST_TIMEOUT": "15"}
 
 
+def _is_server(uri: str) -> bool:
+    return uri.startswith(("http://", "https://"))
+
+
 def bound_http_patience(uri: str) -> None:
     """For a server URI, MLflow's HTTP retries bounded by HTTP_PATIENCE (unless set), and one line saying so."""
-    if not uri.startswith(("http://", "https://")):
+    if not _is_server(uri):
         return
     for key, value in HTTP_PATIENCE.items():
         os.environ.setdefault(key, value)
@@ -97,7 +100,7 @@ def _open_experiment(uri: str, name: str) -> Any:
     try:
         return mlflow.set_experiment(name)
     except Exception as err:  # MlflowException or a requests error, whichever the failure was
-        if not uri.startswith(("http://", "https://")):
+        if not _is_server(uri):
             raise
         raise RuntimeError(f"the MLflow tracking server {uri} did not answer ({type(err).__name__}: {str(err)[:300]}). "
                            "Check that the server and its database are up (`make team-server`), or unset "
