@@ -32,10 +32,10 @@ from pathlib import Path
 import nbformat
 import pandas as pd
 import psutil
-import yaml
 
 from polarcatalog.config import load_params
 from polarcatalog.io import write_json
+from polarcatalog.runner.pipelines import declaration
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGE_LINE = re.compile(r"Running stage '([^']+)'")
@@ -88,11 +88,10 @@ def timed_repro(clone: Path, env: dict[str, str], cmd: list[str]) -> list[dict]:
 
 def executed_notebook(clone: Path, stage: str) -> Path | None:
     """Where `stage` (e.g. `ablate@lam`) writes its executed notebook: the second notebook path of its dvc.yaml cmd."""
-    name, _, item = stage.partition("@")
-    entry = yaml.safe_load((clone / "dvc.yaml").read_text())["stages"].get(name)
-    if entry is None:
+    try:
+        words = declaration(clone, stage)["cmd"].split()
+    except KeyError:  # "dvc start-up": not a stage
         return None
-    words = entry.get("do", entry)["cmd"].replace("${item}", item).split()
     paths = [w for w in words if w.endswith(".ipynb")]
     return clone / paths[1] if len(paths) > 1 else None
 
