@@ -97,8 +97,9 @@ def snapshot_repo(repo: Path, edit_params: Callable[[dict[str, Any]], None], ext
 
 
 def repo_env(repo: Path, extra_env: dict[str, str]) -> dict[str, str]:
-    """The environment to run `dvc` in a test repository: this venv's bin first, the repository's own MLflow store."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    """The environment to run `dvc` in a test repository: this venv's bin first, the repository's own MLflow store, and
+    no DVC analytics daemon (a repository that `dvc init` made has analytics on, and `dvc queue kill` spawns it)."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "DVC_NO_ANALYTICS": "1",
            "MLFLOW_TRACKING_URI": f"sqlite:///{repo}/mlflow.db", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", **extra_env}
     env.pop("POLARCATALOG_ROOT", None)
