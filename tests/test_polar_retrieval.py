@@ -1,5 +1,7 @@
 """PolarMem constraints over VR-RAG candidates: states, orders per strength, Conflict@k and filter rate."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -52,6 +54,15 @@ def test_ambiguity_bounds():
     flat = np.array([[0.5, 0.5, 0.5, 0.5]])
     assert ambiguity(confident, 0.02)[0] < 0.01 and ambiguity(flat, 0.02)[0] == pytest.approx(1.0)
     assert ambiguity(np.array([[0.5, -np.inf, -np.inf]]), 0.02)[0] == 0.0
+
+
+def test_a_row_without_any_finite_score_has_zero_ambiguity_and_no_warning():
+    """A query whose every candidate the hard constraint removed: 0, without numpy's 'invalid value' warning."""
+    s = np.array([[-np.inf, -np.inf, -np.inf], [0.9, 0.1, -np.inf]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a = ambiguity(s, 0.02)
+    assert a[0] == 0.0 and 0.0 < a[1] < 1e-6  # the second row: one confident candidate of two
 
 
 def test_conflict_at_k_hand_computed():

@@ -32,11 +32,14 @@ CONFLICT, NEUTRAL, ENTAILMENT = -1, 0, 1
 
 
 def ambiguity(s: np.ndarray, temperature: float = 0.02, top: int = 10) -> np.ndarray:
-    """Normalised entropy in [0, 1] of softmax(s / T) over each row's top candidates (NaN/-inf padding ignored)."""
+    """Normalised entropy in [0, 1] of softmax(s / T) over each row's top candidates (NaN/-inf padding ignored).
+    A row with no finite score computes -inf - -inf (NaN) here; it has fewer than two candidates, so the last line
+    gives it 0, and the NaN is expected rather than warned about."""
     x = np.where(np.isfinite(s), s, -np.inf)[:, :top] / temperature
-    x = x - np.max(x, axis=1, keepdims=True)
-    p = np.exp(x)
-    p /= p.sum(1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        x = x - np.max(x, axis=1, keepdims=True)
+        p = np.exp(x)
+        p /= p.sum(1, keepdims=True)
     n = np.isfinite(s[:, :top]).sum(1)
     h = -(np.where(p > 0, p * np.log(np.where(p > 0, p, 1)), 0)).sum(1)
     return np.where(n > 1, h / np.log(np.maximum(n, 2)), 0.0)
