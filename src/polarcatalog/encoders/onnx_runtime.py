@@ -1,4 +1,4 @@
-"""ONNX Runtime for the packaged CPU models (EfficientNet-Lite, MiniLM): the `cpu` extra.
+"""ONNX Runtime for the packaged CPU models (EfficientNet-Lite; MiniLM when asked, `encoders.minilm`): the `cpu` extra.
 
 A torch module is exported (under a second) and loaded with as many intra-op threads as torch uses. On 2 CPU cores
 ONNX Runtime runs the EfficientNets about 3x and a single MiniLM text about 2x faster than torch, with the same

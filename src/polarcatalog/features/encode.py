@@ -124,6 +124,7 @@ def encode_image_views(encoder: ImageEncoder, paths: Sequence[str | Path], cache
     return out, ok
 
 
+TEXT_BLOCK = 32  # texts handed to the encoder per call (each still encoded alone): progress steps, thread-pool work
 TEXT_VIEW = "text:one-by-one"  # the cache key's view: how a text vector was computed (see encode_texts)
 
 
@@ -131,8 +132,9 @@ def encode_texts(encoder: TextEncoder, texts: Sequence[str], cache_root: str | P
                  stats: dict[str, int] | None = None) -> np.ndarray:
     """Text vectors through the cache, each text encoded on its own. A transformer's padded batch changes the low bits
     of a text's vector with the other texts in its batch (measured: up to 8e-8 for MiniLM), and the cache decides
-    which texts share a batch, so a warm cache and a fresh clone disagreed bit for bit. One text per forward, a
-    vector depends on its text alone; it costs about 17 ms a text here, once (`batch_size` is kept for the API)."""
+    which texts share a batch, so a warm cache and a fresh clone disagreed bit for bit. One text per forward
+    (`batch_size` 1 to the encoder, which may still run several texts side by side on separate threads, as MiniLM's
+    numpy path does), a vector depends on its text alone (`batch_size` here is kept for the API)."""
     cache = FeatureCache(cache_root, encoder.id)
     keys = [item_key(encoder.id, TEXT_VIEW, text_sha(t)) for t in texts]
     found, cached = cache.get(keys)
@@ -142,8 +144,9 @@ def encode_texts(encoder: TextEncoder, texts: Sequence[str], cache_root: str | P
         out[found] = cached
     todo = np.flatnonzero(~found)
     if len(todo):
-        vecs = l2_normalise(np.vstack([encoder.encode_texts([texts[i]], 1) for i in progress(
-            todo, len(todo), f"encode {encoder.id}", unit="text", disable=len(todo) < 200)]))
+        blocks = [todo[i:i + TEXT_BLOCK] for i in range(0, len(todo), TEXT_BLOCK)]
+        vecs = l2_normalise(np.vstack([encoder.encode_texts([texts[i] for i in block], 1) for block in progress(
+            blocks, len(todo), f"encode {encoder.id}", unit="text", weights=map(len, blocks), disable=len(todo) < 200)]))
         out[todo] = vecs
         cache.put([keys[i] for i in todo], vecs)
     return out
