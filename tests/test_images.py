@@ -40,6 +40,11 @@ def test_cmyk_greyscale_and_16bit(tmp_path):
     sixteen = Image.fromarray(np.full((16, 16), 65535 // 2, np.uint16))  # mode I;16, mid grey
     out = load_rgb(_save(tmp_path / "s.png", sixteen))
     assert out.mode == "RGB" and abs(int(np.asarray(out)[0, 0, 0]) - 128) <= 1
+    # a 32-bit float TIFF in 0..1 (as scientific tools write them) keeps its contrast: read as 0..255 it was all black
+    # and quarantined as blank
+    ramp = np.tile(np.linspace(0.0, 1.0, 16, dtype=np.float32), (16, 1))
+    out = np.asarray(load_rgb(_save(tmp_path / "f.tif", Image.fromarray(ramp, "F"))))
+    assert out[0, 0, 0] == 0 and out[0, -1, 0] == 255 and abs(int(out[0, 8, 0]) - round(8 / 15 * 255)) <= 1
     la = Image.new("LA", (16, 16), (0, 0))  # fully transparent black -> white
     assert tuple(np.asarray(load_rgb(_save(tmp_path / "la.png", la)))[0, 0]) == (255, 255, 255)
 

@@ -30,8 +30,10 @@ class BadImageError(ValueError):
 def _to_rgb(im: Image.Image, background: tuple[int, int, int]) -> Image.Image:
     """Any Pillow mode -> RGB; transparency composited on `background`."""
     if im.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
-        a = np.asarray(im, dtype=np.float64)
-        hi = 65535.0 if im.mode.startswith("I;16") or a.max() > 255 else 255.0
+        a = np.nan_to_num(np.asarray(im, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+        # the range a file's values use: 16-bit, 8-bit, or (a float TIFF from a scientific tool) 0..1
+        top = a.max(initial=0.0)
+        hi = 65535.0 if im.mode.startswith("I;16") or top > 255 else 1.0 if im.mode == "F" and top <= 1.0 else 255.0
         im = Image.fromarray(np.clip(a / hi * 255.0 + 0.5, 0, 255).astype(np.uint8), "L")
     if im.mode == "P":
         im = im.convert("RGBA" if "transparency" in im.info else "RGB")
