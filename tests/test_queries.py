@@ -92,3 +92,19 @@ def test_an_unusable_labels_csv_is_named_in_the_error(tmp_path, content, message
     csv.write_bytes(content)
     with pytest.raises(ValueError, match=rf"--labels .*my labels\.csv: {message}"):
         read_query_folder(tmp_path / "q", SPECIES, csv)
+
+
+@pytest.mark.parametrize("sep", [";", "\t", ","])
+def test_a_labels_csv_saved_by_a_spreadsheet_in_any_locale_is_read(tmp_path, sep):
+    """Excel saves CSV with semicolons in many locales (and a byte-order mark); spreadsheets export tabs. The header
+    names the delimiter: a semicolon file was refused as lacking both columns."""
+    for rel in ("a.png", "b.png", "c.png"):
+        _img(tmp_path / "q" / rel)
+    csv = tmp_path / "labels.csv"
+    rows = ["image" + sep + "species_id", f"a.png{sep}Farfetch’d", f"b.png{sep}Mr. Mime", f"c.png{sep}004"]
+    csv.write_text("\ufeff" + "\n".join(rows) + "\n", encoding="utf-8")
+    df = read_query_folder(tmp_path / "q", SPECIES, csv).rows.set_index("query_id")
+    assert df["species_id"].to_dict() == {"a.png": 83, "b.png": 122, "c.png": 4}
+    csv.write_text("image|species_id\na.png|4\n")
+    with pytest.raises(ValueError, match=r"the header reads 'image\|species_id'\), separated by commas, semicolons or tabs"):
+        read_query_folder(tmp_path / "q", SPECIES, csv)

@@ -67,11 +67,25 @@ def listed(items: list[str], shown: int = 5) -> str:
     return ", ".join(items[:shown]) + (f" and {len(items) - shown} more" if len(items) > shown else "")
 
 
+LABEL_DELIMITERS = (",", ";", "\t")
+
+
+def _delimiter(path: Path) -> str:
+    """The delimiter that splits the header into image and species_id: Excel saves CSV with semicolons in many
+    locales, spreadsheets export tabs. A comma when none does (the column check then names what the header holds)."""
+    with open(path, encoding="utf-8-sig", errors="replace") as f:
+        header = f.readline()
+    for sep in LABEL_DELIMITERS:
+        if {"image", "species_id"} <= {c.strip() for c in header.split(sep)}:
+            return sep
+    return ","
+
+
 def _read_labels(path: Path) -> tuple[pd.DataFrame, int]:
     """(one row per image: image, species_id as written; rows repeating an image's label, counted). Two spellings of
     one species (`4` and `4.0`, `Mr. Mime` and `mr-mime`) are one label; two species for one image are an error."""
     try:
-        labels = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
+        labels = pd.read_csv(path, sep=_delimiter(path), dtype=str, keep_default_na=False, encoding="utf-8")
     except FileNotFoundError:
         raise FileNotFoundError(f"--labels {path}: no such file") from None
     except pd.errors.EmptyDataError:
@@ -82,7 +96,8 @@ def _read_labels(path: Path) -> tuple[pd.DataFrame, int]:
         raise ValueError(f"--labels {path}: not a CSV ({str(err).strip()})") from None
     missing = {"image", "species_id"} - set(labels.columns)
     if missing:
-        raise ValueError(f"--labels {path}: needs columns image,species_id (missing {sorted(missing)})")
+        raise ValueError(f"--labels {path}: needs columns image,species_id (missing {sorted(missing)}; the header reads "
+                         f"{', '.join(map(repr, labels.columns[:5]))}), separated by commas, semicolons or tabs")
     labels = labels[["image", "species_id"]].apply(lambda c: c.str.strip())
     labels["species_id"] = labels["species_id"].replace("", None)
     labels["key"] = labels["species_id"].map(_label_key, na_action="ignore")
