@@ -379,7 +379,8 @@ def test_cli_evaluate_with_a_constraint_in_words(repo, tmp_path):
     Image.open(sprites / "bulbasaur.png").transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(q / "bulbasaur" / "mirrored.png")
     cached = lambda: sum(len(pd.read_parquet(f)) for f in (root / "data/cache/features").glob("*/index.parquet"))  # noqa: E731
     before = cached()
-    for args, msg in ((["--where", "something shiny and new"], "names no concept"), (["--where", "green", "--strength", "medium"], "allowed")):
+    for args, msg in ((["--where", "something shiny and new"], "names no concept"), (["--where", "green", "--strength", "medium"], "allowed"),
+                      (["--where", " "], "--where is empty")):
         bad = subprocess.run([cli, "evaluate", "--queries", str(q), *args, "--out", str(tmp_path / "x")], cwd=root, env=env,
                              capture_output=True, text=True)
         assert bad.returncode == 2 and msg in bad.stderr, bad.stderr

@@ -151,6 +151,9 @@ def evaluate(
         if strength is not None:  # parsed and checked with the params, before any encoding
             overrides["graph.constraint"] = strength
         p = load_params(params, overrides)
+        if where is not None and not where.strip():  # an unset shell variable, say: not a run without a constraint
+            raise ValueError("--where is empty: give a constraint in words, e.g. 'a yellow Pokémon that is not an "
+                             "electric type', or leave --where out for no constraint")
         if anchor_scale not in ("auto", "catalog") and not (anchor_scale.isdigit() and 8 <= int(anchor_scale) <= 4096):
             raise ValueError(f"--anchor-scale {anchor_scale!r}: use auto, catalog or a size in px (8-4096)")
     except ValueError as err:
