@@ -10,7 +10,9 @@ Three things change floating-point results between machines of one kind, measure
   differently. `OPENBLAS_CORETYPE=Haswell` (AVX2, present on every x86-64 server since 2013) is the same everywhere.
 - **numpy picks its loops by CPU** at import (AVX2 or AVX-512 variants of its elementwise maths, reductions and
   sorts). `NPY_DISABLE_CPU_FEATURES` switches the AVX-512 groups off, so every machine runs the AVX2 loops
-  (`NUMPY_AVX512`: numpy 2.x's dispatch groups; numpy ignores a name the CPU lacks).
+  (`NUMPY_AVX512`: numpy 2.x's dispatch groups; numpy ignores a name the CPU lacks). faiss does the same for its
+  distance kernels (a search of fewer than 20 queries, such as `polarcatalog evaluate`'s one query at a time, skips
+  BLAS): `FAISS_SIMD_LEVEL=AVX2`.
 
 ONNX Runtime picks its kernels by CPU as well, with no switch to pin them: its softmax sums 8 lanes at a time under
 AVX2 and 16 under AVX-512, and it has an AVX-512 GELU of its own. MiniLM, whose chunk vectors differed between an
@@ -42,6 +44,7 @@ def pins() -> dict[str, str]:
     if platform.machine().lower() in ("x86_64", "amd64"):  # an x86 core name means nothing to an ARM OpenBLAS
         out["OPENBLAS_CORETYPE"] = "Haswell"
         out["NPY_DISABLE_CPU_FEATURES"] = NUMPY_AVX512
+        out["FAISS_SIMD_LEVEL"] = "AVX2"
     return out
 
 
