@@ -60,6 +60,25 @@ def test_exported_models_features_and_the_prototype_threshold_do_not_depend_on_t
         assert _run(caps) == native, caps
 
 
+def _here_and_emulated(cpu: str, program: str, args: list, tmp_path, env: dict[str, str] | None = None) -> tuple[str, str]:
+    """The digest `program` prints, run here and in QEMU emulating `cpu` (an AVX2 CPU without AVX-512). `make test`
+    installs qemu-user (`make system-deps`); a bare `pytest` on a machine without it skips, saying how to get it."""
+    import shutil
+
+    qemu = shutil.which("qemu-x86_64")
+    if qemu is None:
+        pytest.skip("qemu-x86_64 is not installed (`make system-deps` installs qemu-user)")
+    script = tmp_path / "run.py"
+    script.write_text(program)
+    here = subprocess.run([sys.executable, script, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    emulated = subprocess.run([qemu, "-cpu", cpu, sys.executable, script, *args], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=600)
+    assert here.returncode == 0 and emulated.returncode == 0, here.stderr[-2000:] + emulated.stderr[-2000:]
+    digest, avx2, avx512 = emulated.stdout.split()
+    assert (avx2, avx512) == ("True", "False")  # the emulated CPU really takes the AVX2 path
+    return here.stdout.split()[0], digest
+
+
 ORT_RUN = r"""
 import hashlib, sys
 import numpy as np, onnxruntime as ort
@@ -76,8 +95,6 @@ print(hashlib.sha256(b"".join(o.tobytes() for o in out)).hexdigest(), features["
 def test_onnx_runtime_kernels_give_the_same_bits_on_an_avx2_cpu_of_either_vendor(cpu, tmp_path):
     """ONNX Runtime picks its kernels by CPU (AVX-512 or FMA3, a channel block of 16 or 8): the exported EfficientNet on
     the same input, here and in QEMU emulating an AVX2 CPU without AVX-512 (AMD Zen 3, Intel Haswell)."""
-    import shutil
-
     import numpy as np
     import torch
     from PIL import Image
@@ -85,26 +102,17 @@ def test_onnx_runtime_kernels_give_the_same_bits_on_an_avx2_cpu_of_either_vendor
     from polarcatalog.encoders import onnx_runtime
     from polarcatalog.encoders.efficientnet_lite import _Heads, batch_tensor, create_efficientnet
 
-    qemu = shutil.which("qemu-x86_64")
-    if qemu is None:
-        pytest.skip("qemu-x86_64 is not installed (`make system-deps` installs qemu-user)")
     enc = create_efficientnet("efficientnet_lite0", device="cpu", size=64, runtime="torch")
     model = tmp_path / "lite0.onnx"
     onnx_runtime.export(_Heads(enc.model), (torch.zeros(1, 3, 64, 64),), ["x"], ["features", "logits"], {"x": {0: "n"}}, model)
     rng = np.random.default_rng(0)
     x = batch_tensor([Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)) for _ in range(2)], 64).numpy()
     np.save(tmp_path / "x.npy", x)
-    script = tmp_path / "run.py"
-    script.write_text(ORT_RUN)
-    here = subprocess.run([sys.executable, script, model, tmp_path / "x.npy"], capture_output=True, text=True, timeout=120)
-    emulated = subprocess.run([qemu, "-cpu", cpu, sys.executable, script, model, tmp_path / "x.npy"], capture_output=True,
-                              text=True, timeout=600)
-    assert here.returncode == 0 and emulated.returncode == 0, here.stderr[-2000:] + emulated.stderr[-2000:]
-    digest, avx2, avx512 = emulated.stdout.split()
-    assert (avx2, avx512) == ("True", "False")  # the emulated CPU really takes the AVX2 path
-    assert digest == here.stdout.split()[0]
+    here, emulated = _here_and_emulated(cpu, ORT_RUN, [model, tmp_path / "x.npy"], tmp_path)
+    assert here == emulated
 
 
+# NumpyBert and the tokenizer directly: MiniLMEncoder's module imports torch, minutes under QEMU
 MINILM_RUN = r"""
 import hashlib
 import numpy as np
@@ -128,18 +136,6 @@ def test_minilm_in_numpy_gives_the_same_bits_on_an_avx2_cpu_of_either_vendor(cpu
     sums 16 or 8 lanes at a time), and the committed `dvc.lock` with them. In numpy under a stage's pins (OpenBLAS's
     Haswell kernels, numpy's AVX2 loops) they must be the same here and in QEMU emulating an AVX2 CPU; on an AVX-512
     host this compares the two instruction sets."""
-    import shutil
-
-    qemu = shutil.which("qemu-x86_64")
-    if qemu is None:
-        pytest.skip("qemu-x86_64 is not installed (`make system-deps` installs qemu-user)")
-    script = tmp_path / "run.py"
-    script.write_text(MINILM_RUN)
     env = stage_env({k: v for k, v in os.environ.items() if not k.startswith(("MKL_", "OPENBLAS_", "NPY_"))})
-    here = subprocess.run([sys.executable, script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    emulated = subprocess.run([qemu, "-cpu", cpu, sys.executable, script], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=600)
-    assert here.returncode == 0 and emulated.returncode == 0, here.stderr[-2000:] + emulated.stderr[-2000:]
-    digest, avx2, avx512 = emulated.stdout.split()
-    assert (avx2, avx512) == ("True", "False")  # the emulated CPU really takes the AVX2 path
-    assert digest == here.stdout.split()[0]
+    here, emulated = _here_and_emulated(cpu, MINILM_RUN, [], tmp_path, env)
+    assert here == emulated
