@@ -60,6 +60,14 @@ def test_cli_evaluate_runs_the_kg_experiment_on_a_users_folder(repo, tmp_path):
         assert states == sorted(states, reverse=True) and sorted(listed) == sorted(before)
 
 
+def _readme_command(prefix: str) -> list[str]:
+    """The README's own line, so the test fails when the documented command stops fitting, not a copy of it."""
+    import shlex
+
+    line = next(line for line in (ROOT / "README.md").read_text().splitlines() if f".venv/bin/{prefix}" in line)
+    return shlex.split(line, comments=True)
+
+
 def _free_port() -> int:
     import socket
 
@@ -107,6 +115,13 @@ def test_queued_experiments_from_an_unactivated_shell_reach_the_project_store(re
     assert all(m for m in chosen.values()), chosen
     show = run_ok([dvc, "exp", "show", "--no-pager", "--only-changed", "--md"], root, {**bare, "COLUMNS": "250"}).stdout
     assert "lam-low" in show and "chosen lam (dev)" in show and "ablations.lam" in show
+    narrow = _readme_command("dvc exp show --only-changed --drop")
+    shown = run_ok([dvc, *narrow[1:], "--no-pager"], root, {**bare, "COLUMNS": "160"}).stdout
+    lines = shown.splitlines()
+    assert "…" not in shown and all(len(line) <= 160 for line in lines), shown
+    header = next(line for line in lines if "Experiment" in line).split()
+    assert "ablations.lam" in header and header.count("mRR@1") == 3, shown  # the headline, its lo and hi
+    assert all(any(name in line for line in lines) for name in grids), shown
     table = run_ok([str(Path(sys.executable).parent / "polarcatalog"), "experiments"], root, bare).stdout.splitlines()
     assert all(len(line) <= 160 for line in table) and "test mRR@1 [95% CI]" in table[0]
     for name, grid in grids.items():
