@@ -207,7 +207,47 @@ def test_cli_rejects_a_negative_soft_penalty_like_params_do(tmp_path):
         load_params(ROOT / "params.yaml", {"graph.constraint": "soft:-5"})
     assert res.exit_code == 2
     message = str(in_params.value).splitlines()[-1].strip()
-    assert "graph.constraint: constraint strength 'soft:-5'; allowed:" in message and message in res.output
+    assert "graph.constraint: constraint strength 'soft:-5'; allowed:" in message
+    # the check params.yaml gets, named as the option the user typed
+    assert "error: --strength 'soft:-5': " + message.split("graph.constraint: ", 1)[1].split(" [from")[0] in res.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--strength", "hard"], "--strength applies to a --where constraint; give --where too"),
+    (["--set", "dataset.species_limit=20"], "--set dataset.species_limit: evaluate does not read it"),
+    (["--set", "tracking.experiment=x"], "--set tracking.experiment: evaluate does not read it"),
+    (["--set", "graph.constraint=hard"], "--set graph.constraint: the graph's settings apply with --where only"),
+    (["--set", "kg.hops=2"], "--set kg.hops: the knowledge graph's settings apply with --kgret only"),
+    (["--set", "encoders.anchor_scale=null"], "evaluate sees the catalog anchors at --anchor-scale"),
+    (["--anchor-scale", "²"], "--anchor-scale '²': use auto, catalog or a size in px"),
+    (["--show", "0"], "Invalid value for '--show'"),
+    (["--params", str(ROOT / "params.birds-offline.yaml")], "is the birds-offline profile's overlay"),
+])
+def test_an_option_evaluate_would_ignore_or_misread_is_refused_before_any_work(tmp_path, args, message):
+    """Each was accepted: --strength without --where and pipeline keys were validated then unused, --show -1 printed
+    nine names, '²' raised int()'s error, a profile overlay was read as a whole params file (its defaults filled in)."""
+    from typer.testing import CliRunner
+
+    from polarcatalog.cli.main import app
+
+    (tmp_path / "q").mkdir()
+    params = [] if "--params" in args else ["--params", str(ROOT / "params.yaml")]
+    res = CliRunner().invoke(app, ["evaluate", "--queries", str(tmp_path / "q"), "--out", str(tmp_path / "o"), *params, *args])
+    assert res.exit_code == 2 and message in " ".join(res.output.split()), res.output
+    assert not (tmp_path / "o").exists() and "Traceback" not in res.output
+
+
+def test_a_params_copy_outside_the_project_scores_against_the_project_it_is_run_in(tmp_path, monkeypatch):
+    """The project was taken to be the params file's folder: a copy in /tmp sent the user to `dvc repro embed`."""
+    from polarcatalog.cli.main import _project_root
+
+    (tmp_path / "mine.yaml").write_text((ROOT / "params.yaml").read_text())
+    monkeypatch.delenv("POLARCATALOG_ROOT", raising=False)
+    monkeypatch.chdir(ROOT / "docs")
+    assert _project_root(tmp_path / "mine.yaml") == ROOT and _project_root(ROOT / "params.yaml") == ROOT
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="nor the working folder is inside a PolarCatalog project"):
+        _project_root(tmp_path / "mine.yaml")
 
 
 def test_dvc_exp_run_set_param_changes_only_that_line_of_params_yaml(tmp_path):

@@ -49,7 +49,48 @@ def test_out_inside_a_stage_output_or_naming_a_file_is_refused_before_any_work(t
     (tmp_path / "results.txt").write_text("x")
     with pytest.raises(ValueError, match="a file, not a folder"):
         folder_eval.check_out(tmp_path / "results.txt", ROOT)
+    with pytest.raises(ValueError, match=r"results.txt is a file, so no folder can be made there"):
+        folder_eval.check_out(tmp_path / "results.txt" / "out", ROOT)  # was 'Not a directory', after all the encoding
     folder_eval.check_out(ROOT / "reports" / "evaluate" / "mine", ROOT)  # the default place is fine
+
+
+def test_a_second_run_to_the_same_out_is_refused_while_the_first_holds_it(tmp_path):
+    """Two runs finishing together left one's metrics.json beside the other's predictions.csv (8 of 40 tries)."""
+    out = tmp_path / "out"
+    with folder_eval.claim(out):
+        with pytest.raises(ValueError, match=r"another `polarcatalog evaluate` is writing there now"):
+            with folder_eval.claim(out):
+                pass
+        folder_eval.write_results(out, pd.DataFrame({"query_id": ["a.png"]}), {"mRR@1": 1.0})
+    with folder_eval.claim(out):  # released with the run
+        pass
+    assert sorted(p.name for p in out.iterdir()) == ["metrics.json", "predictions.csv"]  # no temporary left
+    with pytest.raises(RuntimeError):
+        with folder_eval.claim(tmp_path / "failed"):
+            raise RuntimeError("the run failed before writing")
+    assert not (tmp_path / "failed").exists()  # a folder it made and left empty is removed
+
+
+def test_metrics_are_strict_json_and_the_quarantine_is_this_runs(tmp_path):
+    """NaN went into metrics.json as bare `NaN` (no strict reader takes it); a rerun kept the last run's quarantined
+    copies beside metrics that listed none."""
+    from polarcatalog.data.images import Quarantine
+
+    out, bad = tmp_path / "out", tmp_path / "bad.png"
+    bad.write_bytes(b"not an image")
+    with folder_eval.claim(out):
+        quarantine = Quarantine(out / folder_eval.QUARANTINE_STAGING)
+        quarantine.add(bad, "unreadable", "query")
+        folder_eval.write_results(out, pd.DataFrame({"query_id": []}), {"mRR@1": float("nan"), "ci": [float("inf"), 0.5]},
+                                  quarantine)
+    assert json.loads((out / "metrics.json").read_text(), parse_constant=lambda c: pytest.fail(c)) == {"mRR@1": None,
+                                                                                                      "ci": [None, 0.5]}
+    assert [p.name for p in (out / "quarantine").iterdir()] == ["00000_bad.png"]
+    assert quarantine.rows[0]["copy"] == str(out / "quarantine" / "00000_bad.png")
+    with folder_eval.claim(out):
+        folder_eval.write_results(out, pd.DataFrame({"query_id": ["a.png"]}), {"mRR@1": 1.0},
+                                  Quarantine(out / folder_eval.QUARANTINE_STAGING))
+    assert sorted(p.name for p in out.iterdir()) == ["metrics.json", "predictions.csv"]
 
 
 def test_results_are_written_whole_or_not_at_all(tmp_path, monkeypatch):

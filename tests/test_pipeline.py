@@ -350,6 +350,15 @@ def test_cli_evaluate_on_a_tiny_folder(repo, tmp_path):
     bad = subprocess.run([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(tmp_path / "nope")],
                          cwd=root, env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "not a folder" in bad.stderr
+    # every label names no catalog species: nothing scored, said in words; no `nan` printed, no `NaN` in the JSON
+    (tmp_path / "typo" / "pikachuu").mkdir(parents=True)
+    shutil.copy(sprites / "pikachu.png", tmp_path / "typo" / "pikachuu" / "a.png")
+    typo = run_ok([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(tmp_path / "typo"),
+                   "--out", str(tmp_path / "out3")], root, env).stdout
+    assert "no image has a label naming a catalog species: nothing scored" in typo and "nan" not in typo, typo
+    assert "1 image(s) with a label that names no catalog species (not scored): pikachuu" in typo
+    m3 = json.loads((tmp_path / "out3/metrics.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    assert m3["labelled"] is None and m3["labelled_ci"] is None and m3["unknown_labels"] == 1
 
 
 def test_cli_evaluate_with_a_constraint_in_words(repo, tmp_path):

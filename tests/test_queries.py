@@ -1,3 +1,5 @@
+import zlib
+
 import pandas as pd
 import pytest
 from PIL import Image
@@ -11,15 +13,16 @@ SPECIES = pd.DataFrame({"species_id": [1, 4, 29, 32, 83, 122, 669, 772],
 
 
 def _img(path):
+    """A distinct image per path (the folder reader lists byte-identical copies)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    Image.new("RGB", (16, 16)).save(path)
+    Image.new("RGB", (16, 16), tuple(zlib.crc32(path.as_posix().encode()).to_bytes(4, "big")[:3])).save(path)
 
 
 def test_labels_from_species_folders_by_id_name_or_slug(tmp_path):
     for rel in ("bulbasaur/a.png", "4/b.jpg", "MR. MIME/c.png", "missingno/d.png", "loose.png"):
         _img(tmp_path / rel)
     (tmp_path / "notes.txt").write_text("not an image")
-    (tmp_path / ".DS_Store").write_bytes(b"\0")  # a hidden file is no one's query: not listed either
+    (tmp_path / ".DS_Store").write_bytes(b"\0")  # a hidden file is no one's query: skipped, and listed
     found = read_query_folder(tmp_path, SPECIES)
     df = found.rows.set_index("query_id")
     assert sorted(df.index) == ["4/b.jpg", "MR. MIME/c.png", "bulbasaur/a.png", "loose.png", "missingno/d.png"]
@@ -28,7 +31,60 @@ def test_labels_from_species_folders_by_id_name_or_slug(tmp_path):
     assert pd.isna(df.loc["loose.png", "species_id"]) and pd.isna(df.loc["loose.png", "label"])
     assert found.not_images == ["notes.txt"]  # skipped, and said so
     assert found.notes() == ["1 file(s) skipped, not images by their suffix (.bmp, .gif, .jpeg, .jpg, .png, .tif, "
-                             ".tiff, .webp): notes.txt"]
+                             ".tiff, .webp): notes.txt",
+                             "1 hidden file(s) or folder(s) skipped (names starting with `.`, such as macOS's .DS_Store "
+                             "and ._ files; rename one to use it): .DS_Store",
+                             "1 image(s) without a label (outside a species sub-folder, or no row in --labels): ranked, "
+                             "not scored: loose.png"]
+
+
+def test_numbers_that_are_not_species_ids_name_no_species(tmp_path):
+    """`-1` (a common "unknown"), `2.5` and `25.5` were folded like names to `1`, `25`, `255`: another species, silently."""
+    for rel in ("a.png", "b.png", "c.png", "d.png", "e.png"):
+        _img(tmp_path / "q" / rel)
+    csv = tmp_path / "labels.csv"
+    csv.write_text("image,species_id\na.png,-1\nb.png,2.5\nc.png,32.5\nd.png,1e3\ne.png,+4\n")
+    df = read_query_folder(tmp_path / "q", SPECIES, csv).rows.set_index("query_id")
+    assert df["species_id"].isna().all(), df
+    assert df["label"].tolist() == ["-1", "2.5", "32.5", "1e3", "+4"]  # kept, for the 'names no catalog species' line
+
+
+def test_a_nested_folder_belongs_to_the_species_folder_above_it(tmp_path):
+    """`pikachu/shiny/a.png` was labelled `shiny` (the innermost folder): the first folder under --queries names it."""
+    for rel in ("bulbasaur/shiny/a.png", "4/front/side/b.png", "1/c.png"):
+        _img(tmp_path / rel)
+    df = read_query_folder(tmp_path, SPECIES).rows.set_index("query_id")
+    assert df["species_id"].to_dict() == {"1/c.png": 1, "4/front/side/b.png": 4, "bulbasaur/shiny/a.png": 1}
+
+
+def test_a_labels_csv_names_images_in_the_spellings_people_write(tmp_path):
+    """`./a.png`, a Windows `sub\\b.png`, an absolute path inside the folder and `image, species_id` with a space:
+    each was 'no image in the folder' (or a missing column) and its image went unscored."""
+    for rel in ("a.png", "sub/b.png", "c.png", "d.png"):
+        _img(tmp_path / "q" / rel)
+    csv = tmp_path / "labels.csv"
+    csv.write_text(f"image, species_id\n./a.png, 4\nsub\\b.png,1\n{tmp_path / 'q' / 'c.png'},29\n.\\d.png,32\n")
+    found = read_query_folder(tmp_path / "q", SPECIES, csv)
+    assert found.rows.set_index("query_id")["species_id"].to_dict() == {"a.png": 4, "c.png": 29, "d.png": 32, "sub/b.png": 1}
+    assert found.labels_without_image == [] and found.notes() == []
+    with pytest.raises(ValueError, match=r"--labels .*q: a folder; give the CSV file"):
+        read_query_folder(tmp_path / "q", SPECIES, tmp_path / "q")
+
+
+def test_copies_and_hidden_images_are_listed_not_dropped_or_doubled_silently(tmp_path):
+    _img(tmp_path / "bulbasaur" / "a.png")
+    (tmp_path / "4").mkdir()
+    (tmp_path / "4" / "a copy.png").write_bytes((tmp_path / "bulbasaur" / "a.png").read_bytes())
+    _img(tmp_path / "4" / ".hidden.png")
+    _img(tmp_path / ".git" / "x.png")
+    found = read_query_folder(tmp_path, SPECIES)
+    assert found.copies == [["4/a copy.png", "bulbasaur/a.png"]] and found.hidden_skipped == [".git/", "4/.hidden.png"]
+    notes = "\n".join(found.notes())
+    assert "1 image(s) with a byte-identical copy in the folder" in notes and "4/a copy.png = bulbasaur/a.png" in notes
+    (tmp_path / "4" / "a copy.png").unlink()
+    (tmp_path / "bulbasaur" / "a.png").unlink()
+    with pytest.raises(ValueError, match=r"no image files .*2 hidden name\(s\) skipped: .git/, 4/.hidden.png"):
+        read_query_folder(tmp_path, SPECIES)
 
 
 @pytest.mark.parametrize("folder, sid", [

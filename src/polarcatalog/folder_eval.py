@@ -6,9 +6,14 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,6 +118,8 @@ class EvaluateResult:
             c = self.metrics["constraint"]
             conflict = next(key for key in c if key.startswith("Conflict@"))
             lines.append(f"constraint: {conflict} {c[conflict]:.3f}, gold contradicted by the memory {c['gold contradicted by the memory']}")
+        if self.metrics and self.metrics.get("labelled") is None and self.metrics.get("unknown_labels"):
+            lines.append("\nno image has a label naming a catalog species: nothing scored")
         if self.metrics and self.metrics.get("labelled"):
             m = self.metrics["labelled"]
             lines.append(f"\n{m['n']} labelled queries: mRR@1 {m['mRR@1']:.3f}  mRR@5 {m['mRR@5']:.3f}  mRR@10 {m['mRR@10']:.3f}  "
@@ -122,11 +129,11 @@ class EvaluateResult:
                          "move together): " + "  ".join(f"{name} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
                                                         for name, r in ci["metrics"].items())
                          + ("  (few species: a wide interval)" if ci["species"] < 10 else ""))
-            if self.metrics["unknown_labels"]:
-                names = self.metrics["unknown_label_names"]
-                lines.append(f"{self.metrics['unknown_labels']} image(s) with a label that names no catalog species (not "
-                             f"scored): {listed(names)}; a label is a species id or name (any case; spaces, _ or - "
-                             "alike; `mr-mime` = Mr. Mime)")
+        if self.metrics and self.metrics.get("unknown_labels"):
+            names = self.metrics["unknown_label_names"]
+            lines.append(f"{self.metrics['unknown_labels']} image(s) with a label that names no catalog species (not "
+                         f"scored): {listed(names)}; a label is a species id or name (any case; spaces, _ or - "
+                         "alike; `mr-mime` = Mr. Mime)")
         return "\n".join(lines)
 
 
@@ -143,6 +150,25 @@ def folder_intervals(ranks: np.ndarray, gold: np.ndarray, params: Params) -> dic
 
 SHOWN = ("retrieval.ensemble", "retrieval.reranker", "retrieval.lam", "retrieval.r", "retrieval.k", "retrieval.chunks",
          "retrieval.colour_invariant", "retrieval.query_centre", "retrieval.hubness", "encoders.anchor_scale")
+
+
+def unread_override(key: str, constraint: bool, kg: bool) -> str | None:
+    """Why `evaluate` would ignore `--set key`, or None when it reads it: the query side (retrieval, encoders, eval,
+    dataset.seed), graph with --where and kg with --kgret. Everything else shaped the catalog, which the pipeline
+    built: a `--set` there was accepted and silently unused."""
+    section = key.split(".", 1)[0]
+    if key == "encoders.anchor_scale":
+        return ("--set encoders.anchor_scale: evaluate sees the catalog anchors at --anchor-scale (auto, catalog or a "
+                "size in px); use that option")
+    if section in ("retrieval", "encoders", "eval") or key == "dataset.seed":
+        return None
+    if section == "graph":
+        return None if constraint else f"--set {key}: the graph's settings apply with --where only"
+    if section == "kg":
+        return None if kg else f"--set {key}: the knowledge graph's settings apply with --kgret only"
+    return (f"--set {key}: evaluate does not read it (it reads retrieval, encoders, eval and dataset.seed; graph with "
+            f"--where, kg with --kgret); it shapes the catalog the pipeline built: `dvc exp run -S {key}=...`, then "
+            "evaluate again")
 
 
 def configuration(params: Params, params_file: Path, overrides: dict[str, Any], constraint: bool = False) -> dict[str, dict[str, Any]]:
@@ -266,10 +292,14 @@ def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def check_out(out: Path, root: Path) -> None:
-    """Refuse an output folder that is a file, or that lies inside a pipeline stage's output (DVC deletes and rewrites
-    those: `--out data/features` would mix results into the feature cache), before any image is encoded."""
+    """Refuse an output folder that is (or lies under) a file, or that lies inside a pipeline stage's output (DVC
+    deletes and rewrites those: `--out data/features` would mix results into the feature cache), before any image is
+    encoded."""
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out}: a file, not a folder; give a folder (default reports/evaluate/<folder name>)")
+    above = next((p for p in out.absolute().parents if p.exists() and not p.is_dir()), None)
+    if above is not None:
+        raise ValueError(f"--out {out}: {above} is a file, so no folder can be made there; give another folder")
     target = out.resolve()
     for pipeline in PIPELINES:
         if not (root / pipeline).is_file():
@@ -283,19 +313,64 @@ def check_out(out: Path, root: Path) -> None:
                                      "and rewrites; give another folder (default reports/evaluate/<folder name>)")
 
 
-def write_results(out: Path, pred: pd.DataFrame, metrics: dict[str, Any]) -> bool:
+QUARANTINE_STAGING = ".quarantine.partial"  # this run's quarantined copies until its results replace the last run's
+
+
+@contextmanager
+def claim(out: Path) -> Iterator[None]:
+    """The output folder, locked for the whole run: a second `evaluate` to the same --out is refused at once (two runs
+    finishing together could leave one's metrics.json beside the other's predictions.csv). A folder made here and
+    left empty by a failed run is removed."""
+    made = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"--out {out}: cannot make the folder ({err.strerror}); give another folder") from None
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(f"--out {out}: another `polarcatalog evaluate` is writing there now; wait for it to finish "
+                             "or give another --out") from None
+        shutil.rmtree(out / QUARANTINE_STAGING, ignore_errors=True)  # left by a killed run
+        yield
+    finally:
+        shutil.rmtree(out / QUARANTINE_STAGING, ignore_errors=True)
+        os.close(fd)
+        if made and not any(out.iterdir()):
+            out.rmdir()
+
+
+def json_safe(value: Any) -> Any:
+    """NaN and infinities as null: `json.dumps` writes them as bare `NaN`, which no strict JSON reader accepts."""
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def write_results(out: Path, pred: pd.DataFrame, metrics: dict[str, Any], quarantine: Quarantine | None = None) -> bool:
     """Both files or neither: each written beside its place, then renamed over it, so a full disk or a kill leaves
-    the previous run's pair intact. True when a previous run's results were replaced."""
+    the previous run's pair intact (`claim` keeps a second run out meanwhile). This run's quarantined copies replace
+    the last run's `quarantine/`. True when a previous run's results were replaced."""
     out.mkdir(parents=True, exist_ok=True)
     replaced = (out / "predictions.csv").exists() or (out / "metrics.json").exists()
+    final_quarantine = out / "quarantine"
+    if quarantine is not None:
+        for row in quarantine.rows:  # where the copy will be once this run's results are in place
+            row["copy"] = str(final_quarantine / Path(row["copy"]).name)
     staged = {out / "predictions.csv": csv_safe(pred).to_csv(index=False).encode(),
-              out / "metrics.json": (json.dumps(metrics, indent=2, default=str) + "\n").encode()}
+              out / "metrics.json": (json.dumps(json_safe(metrics), indent=2, default=str, allow_nan=False) + "\n").encode()}
     temps = []
     try:
         for final, data in staged.items():
-            tmp = final.with_name(f".{final.name}.tmp")
-            temps.append(tmp)
-            with open(tmp, "wb") as fh:
+            fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", dir=out)
+            temps.append(Path(tmp))
+            with open(fd, "wb") as fh:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -305,6 +380,10 @@ def write_results(out: Path, pred: pd.DataFrame, metrics: dict[str, Any]) -> boo
         why = "the disk is full" if err.errno == errno.ENOSPC else err.strerror or str(err)
         raise OSError(err.errno, f"could not write the results to {out} ({why}); nothing of this run was written, "
                                  "the previous results there are unchanged") from None
+    if quarantine is not None:
+        shutil.rmtree(final_quarantine, ignore_errors=True)
+        if quarantine.folder.is_dir():
+            os.replace(quarantine.folder, final_quarantine)
     for tmp, final in zip(temps, staged):
         os.replace(tmp, final)
     return replaced
@@ -320,6 +399,12 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     knowledge graph, ordered by the re-ranker (the kg stage's answerer), with the budget-matched top-(k+B) beside it.
     `config`: the `configuration` that scored it (values and where each came from), recorded in metrics.json."""
     check_out(out, root)
+    with claim(out):
+        return _evaluate_claimed(params, root, folder, labels, out, where, anchor_scale, kgret, config)
+
+
+def _evaluate_claimed(params: Params, root: Path, folder: Path, labels: Path | None, out: Path, where: str | None,
+                      anchor_scale: str | int, kgret: int | None, config: dict[str, dict[str, Any]] | None) -> EvaluateResult:
     ws = load_workspace(root / "data/features", root / "data/processed")
     rp = params.retrieval
     needed = query_encoders(rp.ensemble, rp.reranker)
@@ -330,7 +415,7 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     q = listing.rows
     memory = _memory_for(ws, params, root, where) if where else None
     triples = _kg_for(root, kgret)  # both checked before any image is encoded
-    quarantine = Quarantine(out / "quarantine")
+    quarantine = Quarantine(out / QUARANTINE_STAGING)
     cache = root / "data/cache/features"
     e = params.encoders
     from polarcatalog.encoders.onnx_runtime import lean_memory  # heavy: torch, needed only from here on
@@ -388,7 +473,9 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     metrics = None
     if q["label"].notna().any():
         unknown = q["label"].notna() & ~labelled
-        metrics = {"labelled": summarize(ranks[labelled]), "labelled_ci": folder_intervals(ranks[labelled], gold[labelled], params),
+        scored = labelled.any()  # labels that all name no catalog species: nothing to score, no NaN to print
+        metrics = {"labelled": summarize(ranks[labelled]) if scored else None,
+                   "labelled_ci": folder_intervals(ranks[labelled], gold[labelled], params) if scored else None,
                    "anchor_scale": asdict(scale), "feature_cache": stats,
                    "unknown_labels": int(unknown.sum()), "unknown_label_names": sorted(set(q.loc[unknown, "label"])),
                    "unlabelled": int(q["label"].isna().sum()), "quarantined": len(quarantine.rows),
@@ -415,7 +502,7 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     metrics["query_centring"] = centring
     if config is not None:
         metrics["configuration"] = config
-    replaced = write_results(out, pred, metrics)
+    replaced = write_results(out, pred, metrics, quarantine)
     return EvaluateResult(pred, metrics, quarantine.rows, constraint, scale, listing, replaced)
 
 

@@ -16,7 +16,8 @@ from polarcatalog.runner import experiments as experiments_table
 from polarcatalog.runner import queue_recovery
 from polarcatalog.runner import profiles
 from polarcatalog.runner import verify as verification
-from polarcatalog.folder_eval import configuration, configuration_text, evaluate_folder
+from polarcatalog.folder_eval import configuration, configuration_text, evaluate_folder, unread_override
+from polarcatalog.paths import repo_root
 from polarcatalog.config import ParamsError, load_params, parse_override
 from polarcatalog.features.cache import CacheError
 from polarcatalog.cli.run_notebook_command import run_notebook_command
@@ -133,7 +134,7 @@ def evaluate(
     params: Path = typer.Option(Path("params.yaml"), help="params file (retrieval and encoders sections are used)"),
     set_: list[str] = typer.Option([], "--set", help="override a param, e.g. --set retrieval.lam=0.5 (repeatable)"),
     out: Optional[Path] = typer.Option(None, help="folder for predictions.csv and metrics.json (default reports/evaluate/<folder name>)"),
-    show: int = typer.Option(5, help="species printed per query"),
+    show: int = typer.Option(5, min=1, help="species printed per query (each list holds max(retrieval.k, 10))"),
     where: Optional[str] = typer.Option(None, "--where", help="a constraint in words, e.g. 'a yellow Pokémon that is not an "
                                         "electric type': candidates re-ordered by the polarized memory (needs the graph stage)"),
     strength: Optional[str] = typer.Option(None, help="constraint strength for --where: none | soft:<p> | adaptive | hard "
@@ -148,33 +149,77 @@ def evaluate(
     """Run the configured retriever on your own query images against the whole catalog and score it."""
     try:
         overrides = dict(parse_override(item) for item in set_)
-        if strength is not None:  # parsed and checked with the params, before any encoding
-            overrides["graph.constraint"] = strength
+        unread = [why for key in overrides if (why := unread_override(key, where is not None, kgret is not None))]
+        if unread:
+            raise ValueError("\n".join(unread))
+        if strength is not None and where is None:
+            raise ValueError("--strength applies to a --where constraint; give --where too, or leave --strength out")
+        root = _project_root(params)
         p = load_params(params, overrides)
+        if strength is not None:  # parsed and checked like graph.constraint, before any encoding
+            p = _with_strength(params, overrides, strength)
         if where is not None and not where.strip():  # an unset shell variable, say: not a run without a constraint
             raise ValueError("--where is empty: give a constraint in words, e.g. 'a yellow Pokémon that is not an "
                              "electric type', or leave --where out for no constraint")
-        if anchor_scale not in ("auto", "catalog") and not (anchor_scale.isdigit() and 8 <= int(anchor_scale) <= 4096):
+        if anchor_scale not in ("auto", "catalog") and not (_px(anchor_scale) and 8 <= int(anchor_scale) <= 4096):
             raise ValueError(f"--anchor-scale {anchor_scale!r}: use auto, catalog or a size in px (8-4096)")
     except ValueError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
-    root = params.resolve().parent
+    if strength is not None:
+        overrides["graph.constraint"] = strength
     out = out or root / "reports" / "evaluate" / queries.resolve().name
     try:
-        scale = int(anchor_scale) if anchor_scale.isdigit() else anchor_scale
+        scale = int(anchor_scale) if _px(anchor_scale) else anchor_scale
         config = configuration(p, params, overrides, constraint=where is not None)
         result = evaluate_folder(p, root, queries, labels, out, where, scale, kgret, config)
     except (FileNotFoundError, ValueError, CacheError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
     except OSError as err:  # the results could not be written (full disk, read-only folder): nothing half-written
-        typer.echo(f"error: {err.strerror or err}", err=True)
+        where_ = f"{err.filename}: " if err.filename and str(err.filename) not in str(err.strerror) else ""
+        typer.echo(f"error: {where_}{err.strerror or err}", err=True)
         raise typer.Exit(1) from None
     typer.echo(configuration_text(config))
     typer.echo(result.render(show))
+    listed_ = max(p.retrieval.k, 10)
+    if show > listed_:
+        typer.echo(f"(--show {show}: each list holds max(retrieval.k, 10) = {listed_} species)")
     typer.echo(f"wrote {out / 'predictions.csv'} and {out / 'metrics.json'}"
                + (" (replacing the previous run's results there)" if result.replaced else ""))
+
+
+def _px(text: str) -> bool:
+    """A size in pixels as a person types it: ASCII digits (`²` is a digit to `str.isdigit`, not to `int`)."""
+    return text.isascii() and text.isdigit()
+
+
+def _project_root(params: Path) -> Path:
+    """The project whose catalog evaluate reads: the one holding --params, or else the one around the working folder
+    (a copy of params.yaml kept elsewhere still scores against this project's features). A profile overlay is not a
+    params file: it holds only the keys a profile changes."""
+    for start in (params.resolve().parent, Path.cwd()):
+        root = repo_root(start)
+        if (root / "dvc.yaml").is_file():
+            break
+    else:
+        raise ValueError(f"--params {params}: neither it nor the working folder is inside a PolarCatalog project (a folder "
+                         "with dvc.yaml and params.yaml); run evaluate from the project")
+    overlays = {(root / prof.overlay).resolve(): name for name, prof in profiles.PROFILES.items()}
+    if params.resolve() in overlays:
+        name = overlays[params.resolve()]
+        raise ValueError(f"--params {params} is the {name} profile's overlay (only the keys it changes, applied on top "
+                         "of params.yaml), not a params file; give --params params.yaml, with --set for a value to change")
+    return root
+
+
+def _with_strength(params: Path, overrides: dict, strength: str):
+    """The params with `--strength` as graph.constraint; a bad value is named as the option the user typed."""
+    try:
+        return load_params(params, {**overrides, "graph.constraint": strength})
+    except ParamsError as err:
+        detail = str(err).split("graph.constraint: ", 1)[-1].replace(" [from the override graph.constraint]", "")
+        raise ValueError(f"--strength {strength!r}: {detail}") from None
 
 
 app.command("run-notebook")(run_notebook_command)

@@ -6,6 +6,7 @@ that gives one image two different species is refused, naming the image."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -27,9 +28,16 @@ def _species_lookup(species: pd.DataFrame) -> dict[str, int]:
     return out
 
 
+NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
 def _label_key(label: str) -> str:
+    """`25`, `025`, `25.0` are species 25. Any other number (`-1`, `2.5`, `1e3`) names no species: folded as a name,
+    `2.5` would become `25` and score the image against Pikachu."""
     text = str(label).strip()
-    return str(int(float(text))) if re.fullmatch(r"\d+(\.0*)?", text) else name_key(text)  # `25`, `025`, `25.0`
+    if re.fullmatch(r"\d+(\.0*)?", text):
+        return str(int(float(text)))
+    return f"#{text}" if NUMBER.fullmatch(text) else name_key(text)
 
 
 @dataclass
@@ -41,6 +49,8 @@ class QueryFolder:
     labels_without_image: list[str] = field(default_factory=list)  # CSV rows naming a file the folder lacks
     repeated_label_rows: int = 0  # CSV rows repeating an (image, species) pair already given: counted once
     links_skipped: list[str] = field(default_factory=list)  # symlinks leading out of the folder, dangling or looping
+    hidden_skipped: list[str] = field(default_factory=list)  # names starting with `.` (.DS_Store, ._x.jpg, .git/)
+    copies: list[list[str]] = field(default_factory=list)  # images with the same bytes, each scored: one group per list
 
     def notes(self) -> list[str]:
         """What the CLI prints about the folder beyond the predictions: nothing when nothing was left out."""
@@ -56,11 +66,25 @@ class QueryFolder:
         if self.links_skipped:
             out.append(f"{len(self.links_skipped)} symlink(s) skipped, leading out of the folder, dangling or looping "
                        f"(a link is followed only to a file inside --queries): {listed(self.links_skipped)}")
+        if self.hidden_skipped:
+            out.append(f"{len(self.hidden_skipped)} hidden file(s) or folder(s) skipped (names starting with `.`, such as "
+                       f"macOS's .DS_Store and ._ files; rename one to use it): {listed(self.hidden_skipped)}")
+        if self.copies:
+            out.append(f"{len(self.copies)} image(s) with a byte-identical copy in the folder (each copy scored as its "
+                       f"own query): {listed([' = '.join(group) for group in self.copies], 3)}")
+        labelled, unlabelled = self.rows["label"].notna().sum(), self.rows["label"].isna().sum()
+        if unlabelled and labelled:
+            out.append(f"{unlabelled} image(s) without a label (outside a species sub-folder, or no row in --labels): "
+                       f"ranked, not scored: {listed(self.rows.loc[self.rows['label'].isna(), 'query_id'].tolist())}")
+        elif unlabelled:
+            out.append("no image is labelled (put each species' images in a sub-folder named by it, or give --labels): "
+                       "ranked, not scored")
         return out
 
     def report(self) -> dict[str, object]:
         return {"not_images": self.not_images, "labels_without_image": self.labels_without_image,
-                "repeated_label_rows": self.repeated_label_rows, "links_skipped": self.links_skipped}
+                "repeated_label_rows": self.repeated_label_rows, "links_skipped": self.links_skipped,
+                "hidden_skipped": self.hidden_skipped, "copies": self.copies}
 
 
 def listed(items: list[str], shown: int = 5) -> str:
@@ -81,24 +105,28 @@ def _delimiter(path: Path) -> str:
     return ","
 
 
-def _read_labels(path: Path) -> tuple[pd.DataFrame, int]:
+def _read_labels(path: Path, folder: Path) -> tuple[pd.DataFrame, int]:
     """(one row per image: image, species_id as written; rows repeating an image's label, counted). Two spellings of
     one species (`4` and `4.0`, `Mr. Mime` and `mr-mime`) are one label; two species for one image are an error."""
     try:
         labels = pd.read_csv(path, sep=_delimiter(path), dtype=str, keep_default_na=False, encoding="utf-8")
     except FileNotFoundError:
         raise FileNotFoundError(f"--labels {path}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"--labels {path}: a folder; give the CSV file (columns image,species_id)") from None
     except pd.errors.EmptyDataError:
         raise ValueError(f"--labels {path}: empty; it needs a header `image,species_id` and one row per image") from None
     except UnicodeDecodeError as err:
         raise ValueError(f"--labels {path}: not UTF-8 text (byte {err.start}); save it as UTF-8 CSV") from None
     except pd.errors.ParserError as err:
         raise ValueError(f"--labels {path}: not a CSV ({str(err).strip()})") from None
+    labels.columns = [str(c).strip() for c in labels.columns]  # `image, species_id`: the spaces a person types
     missing = {"image", "species_id"} - set(labels.columns)
     if missing:
         raise ValueError(f"--labels {path}: needs columns image,species_id (missing {sorted(missing)}; the header reads "
                          f"{', '.join(map(repr, labels.columns[:5]))}), separated by commas, semicolons or tabs")
     labels = labels[["image", "species_id"]].apply(lambda c: c.str.strip())
+    labels["image"] = [_relative(im, folder) for im in labels["image"]]
     labels["species_id"] = labels["species_id"].replace("", None)
     labels["key"] = labels["species_id"].map(_label_key, na_action="ignore")
     conflicting = labels.dropna().groupby("image")["key"].nunique()
@@ -112,12 +140,15 @@ def _read_labels(path: Path) -> tuple[pd.DataFrame, int]:
     return unique[["image", "species_id"]], len(labels) - len(unique)
 
 
-def _files(folder: Path) -> tuple[list[Path], list[str]]:
-    """The folder's files (hidden ones aside), walked without following directory links; a file link is kept only when
-    it resolves to a file inside the folder, so nothing outside it is read, copied to quarantine or reported."""
-    inside, files, skipped = folder.resolve(), [], []
+def _files(folder: Path) -> tuple[list[Path], list[str], list[str]]:
+    """(the folder's files, the links skipped, the hidden names skipped), walked without following directory links; a
+    file link is kept only when it resolves to a file inside the folder, so nothing outside it is read, copied to
+    quarantine or reported. Hidden names are skipped (macOS writes `._x.jpg` beside every `x.jpg` on some drives) and
+    listed."""
+    inside, files, skipped, hidden = folder.resolve(), [], [], []
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
         base = Path(dirpath)
+        hidden += [(base / d).relative_to(folder).as_posix() + "/" for d in dirnames if d.startswith(".")]
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for d in dirnames:
             if (base / d).is_symlink():
@@ -125,7 +156,8 @@ def _files(folder: Path) -> tuple[list[Path], list[str]]:
         for name in sorted(filenames):
             path = base / name
             rel = path.relative_to(folder)
-            if any(part.startswith(".") for part in rel.parts):
+            if name.startswith("."):
+                hidden.append(rel.as_posix())
                 continue
             if path.is_symlink():
                 try:
@@ -138,26 +170,52 @@ def _files(folder: Path) -> tuple[list[Path], list[str]]:
                     continue
             if path.is_file():
                 files.append(path)
-    return sorted(files), sorted(skipped)
+    return sorted(files), sorted(skipped), sorted(hidden)
+
+
+def _relative(image: str, folder: Path) -> str:
+    """A labels CSV's image as the query id it names: `./x.png`, `sub\\x.png` (Windows) and an absolute path inside
+    the folder are the folder's `x.png` and `sub/x.png`."""
+    text = image.replace("\\", "/")
+    if Path(text).is_absolute():
+        try:
+            return Path(os.path.normpath(text)).relative_to(folder.resolve()).as_posix()
+        except ValueError:
+            try:
+                return Path(os.path.normpath(text)).relative_to(Path(os.path.abspath(folder))).as_posix()
+            except ValueError:
+                return text
+    return Path(os.path.normpath(text)).as_posix() if text else text
+
+
+def _copies(paths: list[Path], folder: Path) -> list[list[str]]:
+    """Groups of images with the same bytes (a folder assembled by hand often holds one twice, under two names)."""
+    by_digest: dict[str, list[str]] = {}
+    for p in paths:
+        digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.stat().st_size else f"empty:{p}"
+        by_digest.setdefault(digest, []).append(p.relative_to(folder).as_posix())
+    return [group for group in by_digest.values() if len(group) > 1]
 
 
 def read_query_folder(folder: Path, species: pd.DataFrame, labels_csv: Path | None = None) -> QueryFolder:
+    """Labels from the CSV, or from the first folder under --queries (`pikachu/shiny/a.png` is Pikachu's image)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"--queries {folder}: not a folder")
-    files, links_skipped = _files(folder)
+    files, links_skipped, hidden = _files(folder)
     paths = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES]
     not_images = [p.relative_to(folder).as_posix() for p in files if p.suffix.lower() not in IMAGE_SUFFIXES]
     if not paths:
-        raise ValueError(f"--queries {folder}: no image files ({', '.join(sorted(IMAGE_SUFFIXES))})")
+        hint = f"; {len(hidden)} hidden name(s) skipped: {listed(hidden)}" if hidden else ""
+        raise ValueError(f"--queries {folder}: no image files ({', '.join(sorted(IMAGE_SUFFIXES))}){hint}")
     df = pd.DataFrame({"path": [str(p) for p in paths], "query_id": [p.relative_to(folder).as_posix() for p in paths]})
-    result = QueryFolder(df, not_images, links_skipped=links_skipped)
+    result = QueryFolder(df, not_images, links_skipped=links_skipped, hidden_skipped=hidden, copies=_copies(paths, folder))
     if labels_csv is not None:
-        unique, result.repeated_label_rows = _read_labels(Path(labels_csv))
+        unique, result.repeated_label_rows = _read_labels(Path(labels_csv), folder)
         result.labels_without_image = sorted(set(unique["image"]) - set(df["query_id"]))
         df = df.merge(unique.rename(columns={"image": "query_id", "species_id": "label"}), on="query_id", how="left")
     else:
-        df["label"] = [Path(q).parent.name if "/" in q else None for q in df["query_id"]]
+        df["label"] = [q.split("/", 1)[0] if "/" in q else None for q in df["query_id"]]
     lookup = _species_lookup(species)
     df["species_id"] = pd.array([lookup.get(_label_key(lab)) if isinstance(lab, str) else None for lab in df["label"]],
                                 dtype="Int64")
