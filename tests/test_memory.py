@@ -131,6 +131,17 @@ def test_text_parser_phrasings(text, pos, neg):
     assert list(q.q_pos) == pos and list(q.q_neg) == neg
 
 
+def test_text_parser_says_what_it_did_not_read_and_what_contradicts_itself():
+    """'a purple dinosaur that can fly' was read as purple alone, without a word; 'yellow and not yellow' as not
+    yellow, silently."""
+    q = parse_text("a purple dinosaur that can fly", VOCAB)
+    assert q.q_pos == ("colour:purple",) and q.unread == ("dinosaur", "can", "fly")
+    q = parse_text("yellow and not yellow", VOCAB)
+    assert (q.q_pos, q.q_neg, q.contradicted) == ((), ("colour:yellow",), ("colour:yellow",))
+    q = parse_text("A yellow Pokémon that is not an electric type", VOCAB)
+    assert q.unread == () and q.contradicted == ()
+
+
 def test_structured_queries_are_checked():
     q = parse_structured({"has": ["colour:yellow", "colour:yellow"], "not_has": ["type:electric"]}, VOCAB)
     assert q.q_pos == ("colour:yellow",) and q.q_neg == ("type:electric",)

@@ -19,10 +19,17 @@ NEGATIONS = ("not", "no", "without", "isnt", "never", "non", "lacking", "neither
 BOUNDARIES = ("and", "but", "with", ",", ";", "that", "which", "while", "yet")
 
 
+# Words a constraint in words is made of besides its concepts, cues and boundaries: not worth telling the user about.
+FILLER = frozenset("a an the is are be it its it's has have having of in on one any some species pokemon bird birds "
+                   "kind sort looks look like very mostly mainly also or".split())
+
+
 @dataclass(frozen=True)
 class ParsedQuery:
     q_pos: tuple[str, ...]
     q_neg: tuple[str, ...]
+    contradicted: tuple[str, ...] = ()  # concepts both asked for and excluded ("yellow and not yellow"): kept in Q- only
+    unread: tuple[str, ...] = ()  # words that are no concept, cue, boundary or filler ("dinosaur", "fly"): ignored
 
 
 def parse_structured(query: Mapping[str, Sequence[str]], vocab: list[Concept]) -> ParsedQuery:
@@ -43,8 +50,11 @@ def parse_text(text: str, vocab: list[Concept]) -> ParsedQuery:
     s = normalise_text(text).replace("n't", " not")
     s = re.sub(r"\bnon-", "non ", s)
     tokens = re.findall(r"[\w\-'.]+|[,;]", s)
+    mentions = list(pattern.finditer(s)) if pattern else []
+    covered = [(m.start(), m.end()) for m in mentions]
     # positions (character offsets) of cues, boundaries and mentions, in order
     events: list[tuple[int, str, str]] = []
+    unread: dict[str, None] = {}
     offset = 0
     for tok in tokens:
         offset = s.index(tok, offset)
@@ -52,9 +62,10 @@ def parse_text(text: str, vocab: list[Concept]) -> ParsedQuery:
             events.append((offset, "neg", tok))
         elif tok in BOUNDARIES:
             events.append((offset, "reset", tok))
+        elif tok.strip(".'-") not in FILLER and not any(a <= offset < b for a, b in covered):
+            unread[tok.strip(".'")] = None
         offset += len(tok)
-    if pattern:
-        events += [(m.start(), "concept", alias_to_id[m.group(1)]) for m in pattern.finditer(s)]
+    events += [(m.start(), "concept", alias_to_id[m.group(1)]) for m in mentions]
     events.sort(key=lambda e: (e[0], e[1] != "concept"))
     pos: dict[str, None] = {}
     neg: dict[str, None] = {}
@@ -67,4 +78,5 @@ def parse_text(text: str, vocab: list[Concept]) -> ParsedQuery:
         else:
             (neg if negated else pos)[value] = None
     both = set(pos) & set(neg)
-    return ParsedQuery(tuple(c for c in pos if c not in both), tuple(neg))
+    return ParsedQuery(tuple(c for c in pos if c not in both), tuple(neg), tuple(c for c in pos if c in both),
+                       tuple(w for w in unread if w))
