@@ -122,7 +122,8 @@ class EvaluateResult:
         if self.constraint and self.metrics:
             c = self.metrics["constraint"]
             conflict = next(key for key in c if key.startswith("Conflict@"))
-            lines.append(f"constraint: {conflict} {c[conflict]:.3f}, gold contradicted by the memory {c['gold contradicted by the memory']}")
+            value = "n/a (no image ranked)" if c[conflict] is None else f"{c[conflict]:.3f}"
+            lines.append(f"constraint: {conflict} {value}, gold contradicted by the memory {c['gold contradicted by the memory']}")
         if self.metrics and self.metrics.get("labelled") is None and self.metrics.get("unknown_labels"):
             lines.append("\nno image has a label naming a catalog species: nothing scored")
         if self.metrics and self.metrics.get("labelled"):

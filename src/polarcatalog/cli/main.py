@@ -18,7 +18,7 @@ from polarcatalog.runner import profiles
 from polarcatalog.runner import verify as verification
 from polarcatalog.folder_eval import configuration, configuration_text, evaluate_folder, unread_override
 from polarcatalog.paths import repo_root
-from polarcatalog.config import ParamsError, load_params, parse_override
+from polarcatalog.config import Params, ParamsError, load_params, parse_override
 from polarcatalog.features.cache import CacheError
 from polarcatalog.cli.run_notebook_command import run_notebook_command
 
@@ -131,7 +131,8 @@ def _quoted(arg: str) -> str:
 def evaluate(
     queries: Path = typer.Option(..., "--queries", help="folder of query images (species sub-folders = labels)"),
     labels: Optional[Path] = typer.Option(None, "--labels", help="CSV with columns image,species_id (image relative to --queries)"),
-    params: Path = typer.Option(Path("params.yaml"), help="params file (retrieval and encoders sections are used)"),
+    params: Path = typer.Option(Path("params.yaml"), help="a full params file (evaluate reads retrieval, encoders, eval "
+                                "and dataset.seed; graph with --where, kg with --kgret)"),
     set_: list[str] = typer.Option([], "--set", help="override a param, e.g. --set retrieval.lam=0.5 (repeatable)"),
     out: Optional[Path] = typer.Option(None, help="folder for predictions.csv and metrics.json (default reports/evaluate/<folder name>)"),
     show: int = typer.Option(5, min=1, help="species printed per query (each list holds max(retrieval.k, 10))"),
@@ -154,10 +155,9 @@ def evaluate(
             raise ValueError("\n".join(unread))
         if strength is not None and where is None:
             raise ValueError("--strength applies to a --where constraint; give --where too, or leave --strength out")
+        # --strength is parsed and checked like graph.constraint, before any encoding
+        p = _with_strength(params, overrides, strength) if strength is not None else load_params(params, overrides)
         root = _project_root(params)
-        p = load_params(params, overrides)
-        if strength is not None:  # parsed and checked like graph.constraint, before any encoding
-            p = _with_strength(params, overrides, strength)
         if where is not None and not where.strip():  # an unset shell variable, say: not a run without a constraint
             raise ValueError("--where is empty: give a constraint in words, e.g. 'a yellow Pokémon that is not an "
                              "electric type', or leave --where out for no constraint")
@@ -177,8 +177,8 @@ def evaluate(
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
     except OSError as err:  # the results could not be written (full disk, read-only folder): nothing half-written
-        where_ = f"{err.filename}: " if err.filename and str(err.filename) not in str(err.strerror) else ""
-        typer.echo(f"error: {where_}{err.strerror or err}", err=True)
+        named = f"{err.filename}: " if err.filename and str(err.filename) not in str(err.strerror) else ""
+        typer.echo(f"error: {named}{err.strerror or err}", err=True)
         raise typer.Exit(1) from None
     typer.echo(configuration_text(config))
     typer.echo(result.render(show))
@@ -213,7 +213,7 @@ def _project_root(params: Path) -> Path:
     return root
 
 
-def _with_strength(params: Path, overrides: dict, strength: str):
+def _with_strength(params: Path, overrides: dict, strength: str) -> Params:
     """The params with `--strength` as graph.constraint; a bad value is named as the option the user typed."""
     try:
         return load_params(params, {**overrides, "graph.constraint": strength})
