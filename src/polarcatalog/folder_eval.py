@@ -435,7 +435,8 @@ def _evaluate_claimed(params: Params, root: Path, folder: Path, labels: Path | N
         q_views = [view, view.flipped()] if ws.has_flips else [view]
         feats, ok, stats = {}, np.ones(len(q), bool), {"queries": {}, "anchors": {}}  # feature cache hits / misses
         for i, (name, enc) in enumerate(encoders.items()):
-            vecs, ok_n = encode_image_views(enc, q["path"].tolist(), cache, q_views, batch_size=params.encoders.batch_size,
+            vecs, ok_n = encode_image_views(enc, q["path"].tolist(), cache, q_views, q["sha256"].tolist(),
+                                            batch_size=params.encoders.batch_size,
                                             quarantine=quarantine if i == 0 else None, stats=stats["queries"],
                                             refuse_blank=True)
             feats[name] = average_flips(*vecs) if len(vecs) == 2 else vecs[0]  # the pipeline's rule for its own queries

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from polarcatalog.data.names import name_key
+from polarcatalog.io import sha256_file
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff"}
 
@@ -42,7 +43,8 @@ def _label_key(label: str) -> str:
 
 @dataclass
 class QueryFolder:
-    """`rows`: one per image (path, query_id = path relative to the folder, label text, species_id or NA)."""
+    """`rows`: one per image (path, query_id = path relative to the folder, sha256 of its bytes, label text,
+    species_id or NA)."""
 
     rows: pd.DataFrame
     not_images: list[str] = field(default_factory=list)  # files skipped for their suffix (hidden files aside)
@@ -188,13 +190,13 @@ def _relative(image: str, folder: Path) -> str:
     return Path(os.path.normpath(text)).as_posix() if text else text
 
 
-def _copies(paths: list[Path], folder: Path) -> list[list[str]]:
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()  # empty files are quarantined, not copies of each other
+
+
+def _copies(rows: pd.DataFrame) -> list[list[str]]:
     """Groups of images with the same bytes (a folder assembled by hand often holds one twice, under two names)."""
-    by_digest: dict[str, list[str]] = {}
-    for p in paths:
-        digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.stat().st_size else f"empty:{p}"
-        by_digest.setdefault(digest, []).append(p.relative_to(folder).as_posix())
-    return [group for group in by_digest.values() if len(group) > 1]
+    groups = rows[rows["sha256"] != EMPTY_SHA256].groupby("sha256", sort=False)["query_id"]
+    return [list(g) for _, g in groups if len(g) > 1]
 
 
 def read_query_folder(folder: Path, species: pd.DataFrame, labels_csv: Path | None = None) -> QueryFolder:
@@ -208,8 +210,10 @@ def read_query_folder(folder: Path, species: pd.DataFrame, labels_csv: Path | No
     if not paths:
         hint = f"; {len(hidden)} hidden name(s) skipped: {listed(hidden)}" if hidden else ""
         raise ValueError(f"--queries {folder}: no image files ({', '.join(sorted(IMAGE_SUFFIXES))}){hint}")
-    df = pd.DataFrame({"path": [str(p) for p in paths], "query_id": [p.relative_to(folder).as_posix() for p in paths]})
-    result = QueryFolder(df, not_images, links_skipped=links_skipped, hidden_skipped=hidden, copies=_copies(paths, folder))
+    # each file hashed once: the copies below, and the feature cache's key (`encode_image_views(shas=...)`)
+    df = pd.DataFrame({"path": [str(p) for p in paths], "query_id": [p.relative_to(folder).as_posix() for p in paths],
+                       "sha256": [sha256_file(p) for p in paths]})
+    result = QueryFolder(df, not_images, links_skipped=links_skipped, hidden_skipped=hidden, copies=_copies(df))
     if labels_csv is not None:
         unique, result.repeated_label_rows = _read_labels(Path(labels_csv), folder)
         result.labels_without_image = sorted(set(unique["image"]) - set(df["query_id"]))
