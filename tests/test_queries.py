@@ -74,14 +74,18 @@ def test_a_labels_csv_names_images_in_the_spellings_people_write(tmp_path):
 def test_copies_and_hidden_images_are_listed_not_dropped_or_doubled_silently(tmp_path):
     _img(tmp_path / "bulbasaur" / "a.png")
     (tmp_path / "4").mkdir()
-    (tmp_path / "4" / "a copy.png").write_bytes((tmp_path / "bulbasaur" / "a.png").read_bytes())
+    for copy in ("a copy.png", "a copy 2.png"):
+        (tmp_path / "4" / copy).write_bytes((tmp_path / "bulbasaur" / "a.png").read_bytes())
     _img(tmp_path / "4" / ".hidden.png")
     _img(tmp_path / ".git" / "x.png")
     found = read_query_folder(tmp_path, SPECIES)
-    assert found.copies == [["4/a copy.png", "bulbasaur/a.png"]] and found.hidden_skipped == [".git/", "4/.hidden.png"]
+    assert found.copies == [["4/a copy 2.png", "4/a copy.png", "bulbasaur/a.png"]]
+    assert found.hidden_skipped == [".git/", "4/.hidden.png"]
     notes = "\n".join(found.notes())
-    assert "1 image(s) with a byte-identical copy in the folder" in notes and "4/a copy.png = bulbasaur/a.png" in notes
+    assert "3 images in 1 group(s) of byte-identical copies" in notes
+    assert "4/a copy 2.png = 4/a copy.png = bulbasaur/a.png" in notes
     (tmp_path / "4" / "a copy.png").unlink()
+    (tmp_path / "4" / "a copy 2.png").unlink()
     (tmp_path / "bulbasaur" / "a.png").unlink()
     with pytest.raises(ValueError, match=r"no image files .*2 hidden name\(s\) skipped: .git/, 4/.hidden.png"):
         read_query_folder(tmp_path, SPECIES)

@@ -72,8 +72,9 @@ class QueryFolder:
             out.append(f"{len(self.hidden_skipped)} hidden file(s) or folder(s) skipped (names starting with `.`, such as "
                        f"macOS's .DS_Store and ._ files; rename one to use it): {listed(self.hidden_skipped)}")
         if self.copies:
-            out.append(f"{len(self.copies)} image(s) with a byte-identical copy in the folder (each copy scored as its "
-                       f"own query): {listed([' = '.join(group) for group in self.copies], 3)}")
+            images = sum(len(group) for group in self.copies)
+            out.append(f"{images} images in {len(self.copies)} group(s) of byte-identical copies (each copy scored as "
+                       f"its own query): {listed([' = '.join(group) for group in self.copies], 3)}")
         labelled, unlabelled = self.rows["label"].notna().sum(), self.rows["label"].isna().sum()
         if unlabelled and labelled:
             out.append(f"{unlabelled} image(s) without a label (outside a species sub-folder, or no row in --labels): "
