@@ -20,6 +20,7 @@ from polarcatalog.folder_eval import configuration, configuration_text, evaluate
 from polarcatalog.paths import repo_root
 from polarcatalog.config import Params, ParamsError, load_params, parse_override
 from polarcatalog.features.cache import CacheError
+from polarcatalog.memory.constraints import Strength
 from polarcatalog.cli.run_notebook_command import run_notebook_command
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
@@ -214,12 +215,13 @@ def _project_root(params: Path) -> Path:
 
 
 def _with_strength(params: Path, overrides: dict, strength: str) -> Params:
-    """The params with `--strength` as graph.constraint; a bad value is named as the option the user typed."""
+    """The params with `--strength` as graph.constraint. The value is parsed first by the parser the params field
+    uses (`Strength.parse`), so a bad one is named as the option the user typed, not as a params key."""
     try:
-        return load_params(params, {**overrides, "graph.constraint": strength})
-    except ParamsError as err:
-        detail = str(err).split("graph.constraint: ", 1)[-1].replace(" [from the override graph.constraint]", "")
-        raise ValueError(f"--strength {strength!r}: {detail}") from None
+        Strength.parse(strength)
+    except ValueError as err:
+        raise ValueError(f"--strength: {err}") from None
+    return load_params(params, {**overrides, "graph.constraint": strength})
 
 
 app.command("run-notebook")(run_notebook_command)
