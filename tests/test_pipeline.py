@@ -436,11 +436,17 @@ def test_cli_adapts_the_anchors_to_a_folder_at_another_scale_once(repo, tmp_path
     assert scale["setting"] == "auto" and scale["catalog"] == catalog
     assert scale["measured"] >= 2.5 * runs["plain"][0]["anchor_scale"]["measured"] and scale["used"] > 2 * catalog
     assert smooth["feature_cache"]["anchors"]["misses"] > 0 and "not the catalog's" in printed
+    # the cache grew, and the run says by how many vectors and to what size (a user trying many sizes sees it grow)
+    cached = sum(f.stat().st_size for f in (root / "data/cache/features").rglob("*") if f.is_file())
+    assert smooth["feature_cache"]["bytes"] <= cached
+    assert f"{smooth['feature_cache']['anchors']['misses']} anchor vectors added to the feature cache" in printed
+    assert "anchor vectors added" not in runs["plain"][1]
     assert abs(runs["nearest4"][0]["anchor_scale"]["measured"] - runs["plain"][0]["anchor_scale"]["measured"]) <= 1
     assert runs["nearest4"][0]["anchor_scale"]["used"] == runs["plain"][0]["anchor_scale"]["used"]
     # the second run on the smooth folder hits the cache: no query and no anchor is encoded again
     run_ok([cli, "evaluate", "--queries", str(tmp_path / "smooth3"), "--out", str(tmp_path / "o_again")], root, env)
     again = json.loads((tmp_path / "o_again/metrics.json").read_text())
+    assert again["feature_cache"]["bytes"] == cached  # nothing written by a run that found every vector
     assert again["feature_cache"]["anchors"]["misses"] == 0 and again["feature_cache"]["queries"]["misses"] == 0
     assert again["feature_cache"]["anchors"]["hits"] == smooth["feature_cache"]["anchors"]["misses"]
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "o_again/predictions.csv"), pd.read_csv(tmp_path / "o_smooth3/predictions.csv"))

@@ -89,6 +89,11 @@ class EvaluateResult:
 
     def render(self, show: int = 5) -> str:
         lines = [self.anchor_scale.describe()] if self.anchor_scale else []
+        cache = (self.metrics or {}).get("feature_cache", {})
+        if cache.get("anchors", {}).get("misses"):  # a new scale's anchors were written: the cache grew, say by how much
+            lines.append(f"  {cache['anchors']['misses']} anchor vectors added to the feature cache (data/cache/features, "
+                         f"now {cache['bytes'] / 1e6:.0f} MB; `make clean-features` empties it, and the next "
+                         "`dvc repro -f -s embed` refills the catalog's)")
         centring = (self.metrics or {}).get("query_centring")
         if centring and centring.get("note"):
             lines.append(centring["note"])
@@ -450,6 +455,7 @@ def _evaluate_claimed(params: Params, root: Path, folder: Path, labels: Path | N
             anchor_view = Preprocess(params.encoders.content_box, scale.used)
             ws = ws.with_anchor_views(encode_anchor_views(encoders, [str(root / p) for p in ws.anchors["path"]], cache,
                                                           anchor_view, ws.has_flips, params.encoders.batch_size, stats["anchors"]))
+    stats["bytes"] = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())  # what evaluate runs leave there
     retriever = Retriever.build(ws, rp)
     side = retriever.side(feats)
     centring = _centring(rp, len(q), side.by)
