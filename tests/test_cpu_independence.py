@@ -139,3 +139,32 @@ def test_minilm_in_numpy_gives_the_same_bits_on_an_avx2_cpu_of_either_vendor(cpu
     env = stage_env({k: v for k, v in os.environ.items() if not k.startswith(("MKL_", "OPENBLAS_", "NPY_"))})
     here, emulated = _here_and_emulated(cpu, MINILM_RUN, [], tmp_path, env)
     assert here == emulated
+
+
+TORCH_SOFTMAX = r"""
+import hashlib, json
+import torch
+logits = torch.randn(32, 1000, generator=torch.Generator().manual_seed(0)) * 6  # ImageNet logits' shape and spread
+p = logits.softmax(-1)
+print(json.dumps({"capability": torch.backends.cpu.get_cpu_capability(), "softmax": hashlib.sha256(p.numpy().tobytes()).hexdigest()}))
+"""
+
+
+def test_torch_cpu_kernels_run_at_avx2_in_a_stage_whatever_the_cpu():
+    """torch dispatches each vectorised CPU op to its AVX2 or AVX-512 build by CPU, and the softmax's bits differ between
+    them (on an AVX-512 host the bird filter's P(bird), and so the bird pipeline's filter figure, changed). A stage pins
+    the AVX2 build, which is what an AVX2 CPU selects: here the pinned run reports AVX2, whatever the caller set, and
+    on an AVX-512 host the unpinned run is shown to differ (so the pin is what makes the bits agree)."""
+    clean = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+
+    def run(env: dict[str, str]) -> dict[str, str]:
+        proc = subprocess.run([sys.executable, "-c", TORCH_SOFTMAX], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    pinned = run(stage_env(clean | {"ATEN_CPU_CAPABILITY": "avx512"}))  # a caller's own setting does not reach a stage
+    assert pinned == run(stage_env(clean)) and pinned["capability"] == "AVX2"
+    native = run(clean)
+    if native["capability"].startswith("AVX512"):
+        assert native["softmax"] != pinned["softmax"]  # the drift the pin removes, measured on this host

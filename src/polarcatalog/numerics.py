@@ -14,6 +14,11 @@ Three things change floating-point results between machines of one kind, measure
   distance kernels (a search of fewer than 20 queries, such as `polarcatalog evaluate`'s one query at a time, skips
   BLAS): `FAISS_SIMD_LEVEL=AVX2`.
 
+torch picks its CPU kernels by CPU the same way (ATen's AVX2 or AVX-512 build of each vectorised op):
+its softmax, which turns the ImageNet logits into the bird filter's P(bird), gave other low bits under AVX-512, and the
+bird pipeline's filter figure another PNG. `ATEN_CPU_CAPABILITY=avx2` makes every machine run the AVX2 kernels, which
+are what an AVX2 CPU runs anyway.
+
 ONNX Runtime picks its kernels by CPU as well, with no switch to pin them: its softmax sums 8 lanes at a time under
 AVX2 and 16 under AVX-512, and it has an AVX-512 GELU of its own. MiniLM, whose chunk vectors differed between an
 AVX2 AMD and an AVX-512 Intel run, therefore runs in numpy on the CPU (`encoders.minilm_numpy`). The EfficientNets stay
@@ -45,6 +50,7 @@ def pins() -> dict[str, str]:
         out["OPENBLAS_CORETYPE"] = "Haswell"
         out["NPY_DISABLE_CPU_FEATURES"] = NUMPY_AVX512
         out["FAISS_SIMD_LEVEL"] = "AVX2"
+        out["ATEN_CPU_CAPABILITY"] = "avx2"  # torch's CPU kernels
     return out
 
 
