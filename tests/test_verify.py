@@ -73,3 +73,21 @@ def test_a_count_beside_a_ci_is_not_read_against_it_and_added_keys_or_rows_are_n
     assert (r.what, r.unmatched) == ("text only", 1) and "1 number(s) on one side only" in r.text()
     (root / "reports/p.csv").write_text("lam,value,ci_low,ci_high,n\n0.5,0.31,0.29,0.33,10\n0.7,0.3,0.28,0.32,10\n")
     assert {d.path: d.what for d in verify.verify(root)}["reports/p.csv"] == "reshaped"
+
+
+def test_verify_runs_on_the_whole_checkout_from_a_subfolder_and_refuses_where_there_is_nothing(tmp_path):
+    """From `reports/` it found no pipeline and printed "reproduced: all 0 committed results" (exit 0); outside git it
+    ended in a traceback."""
+    (tmp_path / "repo").mkdir()
+    root = _repo(tmp_path / "repo")
+    (root / "reports/r.md").write_text("# Results (rerun)\n")
+    cli = str(Path(sys.executable).parent / "polarcatalog")
+    proc = subprocess.run([cli, "verify"], cwd=root / "reports", capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "1 of 3 committed results differ" in proc.stdout and "reports/r.md" in proc.stdout
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    proc = subprocess.run([cli, "verify"], cwd=outside, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "not inside a git checkout" in proc.stderr and "Traceback" not in proc.stderr
+    subprocess.run(["git", "init", "-q"], cwd=outside, check=True)
+    ok, text = verify.report(outside)
+    assert not ok and text.startswith("nothing to verify")

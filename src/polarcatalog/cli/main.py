@@ -71,7 +71,11 @@ def check_params(
 def verify() -> None:
     """After `make repro`: is every committed result (reports, metrics, plot data, dvc.lock) the commit's bytes? Where
     one differs, how many numbers and by how much against their 95 % CI's width. Exit 1 when not reproduced."""
-    ok, text = verification.report(Path("."))
+    try:
+        ok, text = verification.report(Path("."))
+    except RuntimeError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
     typer.echo(text)
     if not ok:
         raise typer.Exit(1)

@@ -132,9 +132,24 @@ def verify(root: Path, results: list[str] | None = None) -> list[Difference]:
     return out
 
 
-def report(root: Path) -> tuple[bool, str]:
-    """(reproduced, what to print)."""
+def checkout_root(folder: Path) -> Path:
+    """The git checkout holding `folder`: verify compares against HEAD, so it runs from the top of the checkout
+    whichever subfolder it was started in (from `reports/` it found no pipeline and called that "reproduced")."""
+    proc = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=folder, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{folder.resolve()} is not inside a git checkout: run `polarcatalog verify` in the clone "
+                           "where `make repro` ran")
+    return Path(proc.stdout.strip())
+
+
+def report(folder: Path) -> tuple[bool, str]:
+    """(reproduced, what to print) for the checkout holding `folder`. A checkout with no committed result is not
+    "reproduced": there was nothing to compare."""
+    root = checkout_root(folder)
     results = committed_results(root)
+    if not results:
+        return False, (f"nothing to verify: {root} has no pipeline ({', '.join(PIPELINES)}) with git-tracked results; "
+                       "run it in a PolarCatalog checkout")
     diffs = verify(root, results)
     if not diffs:
         return True, f"reproduced: all {len(results)} committed results (reports, metrics, plot data, dvc.lock) are the commit's bytes"
