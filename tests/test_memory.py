@@ -9,7 +9,7 @@ from polarcatalog.data.pokemon import pokemon_labels, pokemon_vocabulary
 from polarcatalog.memory.constraints import CONFLICT, ENTAILMENT, NEUTRAL, Strength, reorder
 from polarcatalog.memory.memories import IncidenceMemory, states
 from polarcatalog.memory.partition import HAS, NOT_HAS, UNCERTAIN, between_class_variance, otsu, partition
-from polarcatalog.memory.query_parser import parse_structured, parse_text
+from polarcatalog.memory.query_parser import parse_constraint, parse_structured, parse_text
 from tests.conftest import shared
 from tests.reference_algorithm1 import incidence, logic_state, memory_graph, walk
 
@@ -140,6 +140,31 @@ def test_text_parser_says_what_it_did_not_read_and_what_contradicts_itself():
     assert (q.q_pos, q.q_neg, q.contradicted) == ((), ("colour:yellow",), ("colour:yellow",))
     q = parse_text("A yellow Pokémon that is not an electric type", VOCAB)
     assert q.unread == () and q.contradicted == ()
+
+
+@pytest.mark.parametrize("text, pos, neg", [
+    # each of these read an exclusion as a requirement (a typed apostrophe, "except", "-free", a shade taken for a type)
+    ("a yellow Pokémon that isn\u2019t an electric type", ["colour:yellow"], ["type:electric"]),
+    ("any Pokémon except electric types", [], ["type:electric"]),
+    ("a yellow one other than an electric type", ["colour:yellow"], ["type:electric"]),
+    ("a blue Pokémon, excluding water types", ["colour:blue"], ["type:water"]),
+    ("a fire-free red Pokémon", ["colour:red"], ["type:fire"]),
+    ("a dark blue Pokémon", ["colour:blue"], []),
+    ("a dark type that is not purple", ["type:dark"], ["colour:purple"]),
+    ("a yellow Pokémon that is not an electric type", ["colour:yellow"], ["type:electric"]),
+])
+def test_a_typed_constraint_reads_the_spellings_people_use(text, pos, neg):
+    q = parse_constraint(text, VOCAB)
+    assert (list(q.q_pos), list(q.q_neg), q.disjoined) == (pos, neg, ())
+
+
+def test_a_wanted_or_is_reported_and_an_excluded_or_is_both_excluded():
+    """A constraint is a conjunction: 'a fire or water type' was silently read as fire and water."""
+    q = parse_constraint("a fire or water type", VOCAB)
+    assert q.disjoined == (("type:fire", "type:water"),)
+    q = parse_constraint("a Pokémon that is not yellow or electric", VOCAB)
+    assert (q.q_neg, q.disjoined) == (("colour:yellow", "type:electric"), ())
+    assert parse_text("neither red nor blue", VOCAB).disjoined == ()
 
 
 def test_structured_queries_are_checked():

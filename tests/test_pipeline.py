@@ -394,7 +394,8 @@ def test_cli_evaluate_with_a_constraint_in_words(repo, tmp_path):
     before = cached()
     for args, msg in ((["--where", "something shiny and new"], "names no concept"), (["--where", "green", "--strength", "medium"], "allowed"),
                       (["--where", " "], "--where is empty"),
-                      (["--where", "green and not green"], "both asks for and excludes colour:green; keep one")):
+                      (["--where", "green and not green"], "both asks for and excludes colour:green; keep one"),
+                      (["--where", "a fire or water type"], "asks for type:fire or type:water: a constraint is a conjunction")):
         bad = subprocess.run([cli, "evaluate", "--queries", str(q), *args, "--out", str(tmp_path / "x")], cwd=root, env=env,
                              capture_output=True, text=True)
         assert bad.returncode == 2 and msg in bad.stderr, bad.stderr

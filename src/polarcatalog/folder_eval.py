@@ -42,7 +42,7 @@ from polarcatalog.memory.memories import Memory
 from polarcatalog.memory.memories import states as memory_states
 from polarcatalog.memory.polar_graph import species_memory
 from polarcatalog.memory.inputs import GraphInputs, graph_inputs
-from polarcatalog.memory.query_parser import parse_text
+from polarcatalog.memory.query_parser import parse_constraint
 from polarcatalog.memory.verifiers import load_scores
 from polarcatalog.retrieval.query_side import QuerySide, Retriever, species_scores
 from polarcatalog.retrieval.vrrag import query_encoders
@@ -261,7 +261,12 @@ def _memory_for(ws: Workspace, params: Params, root: Path, where: str) -> _Memor
     before any query is encoded, so a constraint naming no concept or a missing graph stage fails first."""
     gp = params.graph
     inputs = graph_inputs(ws, domain_for(params))
-    parsed = parse_text(where, inputs.vocab)
+    parsed = parse_constraint(where, inputs.vocab)
+    if parsed.disjoined:
+        pairs = "; ".join(f"{a} or {b}" for a, b in parsed.disjoined)
+        raise ValueError(f"--where {where!r} asks for {pairs}: a constraint is a conjunction (every wanted concept "
+                         "present, every excluded one absent; PolarMem, Algorithm 1), so it cannot keep an 'or'; run "
+                         "evaluate once per alternative")
     if parsed.contradicted:
         raise ValueError(f"--where {where!r} both asks for and excludes {', '.join(parsed.contradicted)}; keep one")
     if not (parsed.q_pos or parsed.q_neg):

@@ -5,6 +5,8 @@ Text queries are matched against the vocabulary's aliases (longest alias first) 
 polarity of its clause: a negation cue ("not", "no", "without", "isn't", "never", "non", "lacking") makes the
 following mentions negative until a clause boundary ("and", "but", "with", ",", ";", "that", "which") resets it.
 "A yellow Pokémon that is not an electric type" -> Q+ {yellow}, Q− {electric}; "without wings" -> Q− {wings}.
+A constraint is a conjunction (every Q+ concept present, every Q− concept absent): a wanted "fire or water" cannot be
+expressed, and is reported (`disjoined`) for the caller to refuse. `parse_constraint` reads a constraint a person typed.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class ParsedQuery:
     q_neg: tuple[str, ...]
     contradicted: tuple[str, ...] = ()  # concepts both asked for and excluded ("yellow and not yellow"): kept in Q- only
     unread: tuple[str, ...] = ()  # words that are no concept, cue, boundary or filler ("dinosaur", "fly"): ignored
+    disjoined: tuple[tuple[str, str], ...] = ()  # wanted concepts joined by "or" ("fire or water"): read as "and"
 
 
 def parse_structured(query: Mapping[str, Sequence[str]], vocab: list[Concept]) -> ParsedQuery:
@@ -60,6 +63,8 @@ def parse_text(text: str, vocab: list[Concept]) -> ParsedQuery:
         offset = s.index(tok, offset)
         if tok in NEGATIONS:
             events.append((offset, "neg", tok))
+        elif tok == "or":
+            events.append((offset, "or", tok))
         elif tok in BOUNDARIES:
             events.append((offset, "reset", tok))
         elif tok.strip(".'-") not in FILLER and not any(a <= offset < b for a, b in covered):
@@ -69,14 +74,36 @@ def parse_text(text: str, vocab: list[Concept]) -> ParsedQuery:
     events.sort(key=lambda e: (e[0], e[1] != "concept"))
     pos: dict[str, None] = {}
     neg: dict[str, None] = {}
-    negated = False
+    negated, last, either = False, None, False
+    disjoined: list[tuple[str, str]] = []
     for _, kind, value in events:
         if kind == "neg":
             negated = True
         elif kind == "reset":
-            negated = False
+            negated, either = False, False
+        elif kind == "or":
+            either = not negated  # "not yellow or electric" excludes both: only a wanted "or" is a disjunction
         else:
+            if either and last is not None and not negated:
+                disjoined.append((last, value))
             (neg if negated else pos)[value] = None
+            last, either = value, False
     both = set(pos) & set(neg)
     return ParsedQuery(tuple(c for c in pos if c not in both), tuple(neg), tuple(c for c in pos if c in both),
-                       tuple(w for w in unread if w))
+                       tuple(w for w in unread if w), tuple(disjoined))
+
+
+SHADES = ("dark", "light", "pale", "bright", "deep")  # "dark blue" is a blue, not the dark type
+
+
+def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
+    """A constraint a person typed (`polarcatalog evaluate --where`): `parse_text` after the spellings people use that
+    chunk texts do not — a typographic apostrophe ("isn’t"), "except"/"excluding"/"other than" as negations,
+    "fire-free", and a shade word before a colour — each of which otherwise turned an exclusion into a requirement."""
+    s = normalise_text(text).replace("\u2019", "'").replace("\u2018", "'")
+    s = re.sub(r"\b(?:other than|apart from|except for|except|excluding|excludes|exclude)\b", " not ", s)
+    s = re.sub(r"\b([\w]+)-(?:free|less)\b", r"without \1 ,", s)  # its own clause: "fire-free red" wants red
+    colours = sorted({normalise_text(a) for c in vocab if c.group == "colour" for a in c.aliases}, key=len, reverse=True)
+    if colours:
+        s = re.sub(r"\b(?:" + "|".join(SHADES) + r")[ -](?=(?:" + "|".join(map(re.escape, colours)) + r")\b)", "", s)
+    return parse_text(s, vocab)
