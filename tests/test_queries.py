@@ -168,3 +168,45 @@ def test_a_labels_csv_saved_by_a_spreadsheet_in_any_locale_is_read(tmp_path, sep
     csv.write_text("image|species_id\na.png|4\n")
     with pytest.raises(ValueError, match=r"the header reads 'image\|species_id'\), separated by commas, semicolons or tabs"):
         read_query_folder(tmp_path / "q", SPECIES, csv)
+
+
+@pytest.mark.parametrize("label, sid", [("mrmime", 122), ("Mr.Mime", 122), ("MrMime", 122), ("nidoranf", 29),
+                                        ("typenull", 772), ("#025", None), ("#004", 4), ("nidoran_male", None)])
+def test_showdown_ids_and_run_together_names_name_their_species(tmp_path, label, sid):
+    """Showdown's ids (`mrmime`, `nidoranf`, `typenull`) and `Mr.Mime` named no species; `#004` is the Pokédex's
+    way to write 4 (25 is not in this table)."""
+    (tmp_path / "labels.csv").write_text(f"image,species_id\na.png,{label}\n")
+    _img(tmp_path / "q/a.png")
+    found = read_query_folder(tmp_path / "q", SPECIES, tmp_path / "labels.csv").rows
+    assert (None if pd.isna(found["species_id"][0]) else int(found["species_id"][0])) == sid
+
+
+def test_two_spellings_of_one_species_and_the_two_unicode_forms_of_a_name_are_one(tmp_path):
+    """`29` and `Nidoran♀` for one image were refused as two species; a CSV's `Flabébé.png` (composed, as typed) did
+    not find the file macOS stored decomposed, and a quoted semicolon header was refused."""
+    import unicodedata
+
+    decomposed = unicodedata.normalize("NFD", "Flabébé.png")
+    _img(tmp_path / "q" / "n.png")
+    _img(tmp_path / "q" / decomposed)
+    (tmp_path / "labels.csv").write_text('"image";"species_id"\nn.png;29\nn.png;Nidoran♀\nFlabébé.png;669\n',
+                                         encoding="utf-8")
+    found = read_query_folder(tmp_path / "q", SPECIES, tmp_path / "labels.csv")
+    rows = found.rows.set_index("query_id")["species_id"]
+    assert rows["n.png"] == 29 and rows[decomposed] == 669
+    assert found.labels_without_image == [] and found.repeated_label_rows == 1
+
+
+def test_a_name_that_is_not_utf8_is_skipped_and_listed_not_a_crash(tmp_path):
+    """A Latin-1 file name (`Flab\\xe9b\\xe9.png`, from an old archive) ended the run: 'surrogates not allowed'."""
+    import os
+
+    q = tmp_path / "q"
+    _img(q / "bulbasaur" / "a.png")
+    with open(os.fsencode(q / "bulbasaur") + b"/Flab\xe9b\xe9.png", "wb") as f:
+        Image.new("RGB", (16, 16), (9, 99, 199)).save(f, "PNG")
+    found = read_query_folder(q, SPECIES)
+    assert found.rows["query_id"].tolist() == ["bulbasaur/a.png"]
+    assert found.undecodable_names == ["bulbasaur/Flab\ufffdb\ufffd.png"]
+    assert any(n.startswith("1 file(s) skipped, their names not UTF-8") for n in found.notes())
+    found.rows.to_csv(tmp_path / "ok.csv")  # what evaluate writes: every remaining name is writable

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,12 +22,24 @@ IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".ti
 
 
 def _species_lookup(species: pd.DataFrame) -> dict[str, int]:
-    """Label -> species id: the id itself (`25`, `025`), or the name in any spelling `name_key` folds together."""
+    """Label -> species id: the id itself (`25`, `025`), or the name in any spelling `name_key` folds together; and
+    the name with no separator at all (`~mrmime`, `~hooh`, `~nidoranf`: Showdown's ids, `Mr.Mime`), where no two
+    species share it."""
     out: dict[str, int] = {}
+    compact: dict[str, set[int]] = {}
     for sid, name in zip(species["species_id"], species["name"]):
         out[str(int(sid))] = int(sid)
         out.setdefault(name_key(name), int(sid))
+        compact.setdefault("~" + name_key(name).replace("-", ""), set()).add(int(sid))
+    out.update({k: next(iter(ids)) for k, ids in compact.items() if len(ids) == 1 and k not in out})
     return out
+
+
+def species_of(label: str, lookup: dict[str, int]) -> int | None:
+    """The species a label names (`_species_lookup`), or None."""
+    key = _label_key(label)
+    found = lookup.get(key)
+    return found if found is not None or key.startswith("#") else lookup.get("~" + key.replace("-", ""))
 
 
 NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
@@ -36,6 +49,7 @@ def _label_key(label: str) -> str:
     """`25`, `025`, `25.0` are species 25. Any other number (`-1`, `2.5`, `1e3`) names no species: folded as a name,
     `2.5` would become `25` and score the image against Pikachu."""
     text = str(label).strip()
+    text = text[1:] if re.fullmatch(r"#\d+", text) else text  # `#025`, as a Pokédex number is written
     if re.fullmatch(r"\d+(\.0*)?", text):
         return str(int(float(text)))
     return f"#{text}" if NUMBER.fullmatch(text) else name_key(text)
@@ -53,6 +67,7 @@ class QueryFolder:
     links_skipped: list[str] = field(default_factory=list)  # symlinks leading out of the folder, dangling or looping
     hidden_skipped: list[str] = field(default_factory=list)  # names starting with `.` (.DS_Store, ._x.jpg, .git/)
     copies: list[list[str]] = field(default_factory=list)  # images with the same bytes, each scored: one group per list
+    undecodable_names: list[str] = field(default_factory=list)  # names that are not UTF-8 (shown with U+FFFD): skipped
 
     def notes(self) -> list[str]:
         """What the CLI prints about the folder beyond the predictions: nothing when nothing was left out."""
@@ -71,6 +86,9 @@ class QueryFolder:
         if self.hidden_skipped:
             out.append(f"{len(self.hidden_skipped)} hidden file(s) or folder(s) skipped (names starting with `.`, such as "
                        f"macOS's .DS_Store and ._ files; rename one to use it): {listed(self.hidden_skipped)}")
+        if self.undecodable_names:
+            out.append(f"{len(self.undecodable_names)} file(s) skipped, their names not UTF-8 (shown with \ufffd; rename "
+                       f"them, e.g. `convmv -f latin1 -t utf-8 -r --notest <folder>`): {listed(self.undecodable_names)}")
         if self.copies:
             images = sum(len(group) for group in self.copies)
             out.append(f"{images} images in {len(self.copies)} group(s) of byte-identical copies (each copy scored as "
@@ -87,7 +105,7 @@ class QueryFolder:
     def report(self) -> dict[str, object]:
         return {"not_images": self.not_images, "labels_without_image": self.labels_without_image,
                 "repeated_label_rows": self.repeated_label_rows, "links_skipped": self.links_skipped,
-                "hidden_skipped": self.hidden_skipped, "copies": self.copies}
+                "hidden_skipped": self.hidden_skipped, "copies": self.copies, "undecodable_names": self.undecodable_names}
 
 
 def listed(items: list[str], shown: int = 5) -> str:
@@ -103,12 +121,12 @@ def _delimiter(path: Path) -> str:
     with open(path, encoding="utf-8-sig", errors="replace") as f:
         header = f.readline()
     for sep in LABEL_DELIMITERS:
-        if {"image", "species_id"} <= {c.strip() for c in header.split(sep)}:
+        if {"image", "species_id"} <= {c.strip().strip('"').strip() for c in header.split(sep)}:  # `"image";"species_id"`
             return sep
     return ","
 
 
-def _read_labels(path: Path, folder: Path) -> tuple[pd.DataFrame, int]:
+def _read_labels(path: Path, folder: Path, lookup: dict[str, int]) -> tuple[pd.DataFrame, int]:
     """(one row per image: image, species_id as written; rows repeating an image's label, counted). Two spellings of
     one species (`4` and `4.0`, `Mr. Mime` and `mr-mime`) are one label; two species for one image are an error."""
     try:
@@ -131,7 +149,10 @@ def _read_labels(path: Path, folder: Path) -> tuple[pd.DataFrame, int]:
     labels = labels[["image", "species_id"]].apply(lambda c: c.str.strip())
     labels["image"] = [_relative(im, folder) for im in labels["image"]]
     labels["species_id"] = labels["species_id"].replace("", None)
-    labels["key"] = labels["species_id"].map(_label_key, na_action="ignore")
+    labels["image"] = labels["image"].map(lambda t: unicodedata.normalize("NFC", t))  # `é` typed or decomposed
+    # the species a row names (`29` and `Nidoran♀` are one); a label naming none is compared as written
+    labels["key"] = labels["species_id"].map(lambda t: f"id:{sid}" if (sid := species_of(t, lookup)) is not None
+                                             else _label_key(t), na_action="ignore")
     conflicting = labels.dropna().groupby("image")["key"].nunique()
     conflicting = conflicting[conflicting > 1]
     if len(conflicting):
@@ -200,12 +221,28 @@ def _copies(rows: pd.DataFrame) -> list[list[str]]:
     return [list(g) for _, g in groups if len(g) > 1]
 
 
+def _decodable(name: str) -> bool:
+    """A name the file system gave as bytes that are not UTF-8 (a Latin-1 `Flab\\xe9b\\xe9.gif` from an old archive)
+    reaches Python with surrogates, which no CSV, JSON or terminal can write."""
+    try:
+        name.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _shown(name: str) -> str:
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def read_query_folder(folder: Path, species: pd.DataFrame, labels_csv: Path | None = None) -> QueryFolder:
     """Labels from the CSV, or from the first folder under --queries (`pikachu/shiny/a.png` is Pikachu's image)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"--queries {folder}: not a folder")
     files, links_skipped, hidden = _files(folder)
+    undecodable = [_shown(p.relative_to(folder).as_posix()) for p in files if not _decodable(str(p.relative_to(folder)))]
+    files = [p for p in files if _decodable(str(p.relative_to(folder)))]
     paths = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES]
     not_images = [p.relative_to(folder).as_posix() for p in files if p.suffix.lower() not in IMAGE_SUFFIXES]
     if not paths:
@@ -214,15 +251,17 @@ def read_query_folder(folder: Path, species: pd.DataFrame, labels_csv: Path | No
     # each file hashed once: the copies below, and the feature cache's key (`encode_image_views(shas=...)`)
     df = pd.DataFrame({"path": [str(p) for p in paths], "query_id": [p.relative_to(folder).as_posix() for p in paths],
                        "sha256": [sha256_file(p) for p in paths]})
-    result = QueryFolder(df, not_images, links_skipped=links_skipped, hidden_skipped=hidden, copies=_copies(df))
+    result = QueryFolder(df, not_images, links_skipped=links_skipped, hidden_skipped=hidden, copies=_copies(df),
+                         undecodable_names=undecodable)
+    lookup = _species_lookup(species)
     if labels_csv is not None:
-        unique, result.repeated_label_rows = _read_labels(Path(labels_csv), folder)
-        result.labels_without_image = sorted(set(unique["image"]) - set(df["query_id"]))
-        df = df.merge(unique.rename(columns={"image": "query_id", "species_id": "label"}), on="query_id", how="left")
+        unique, result.repeated_label_rows = _read_labels(Path(labels_csv), folder, lookup)
+        df["image"] = df["query_id"].map(lambda t: unicodedata.normalize("NFC", t))  # macOS names files decomposed
+        result.labels_without_image = sorted(set(unique["image"]) - set(df["image"]))
+        df = df.merge(unique.rename(columns={"species_id": "label"}), on="image", how="left").drop(columns="image")
     else:
         df["label"] = [q.split("/", 1)[0] if "/" in q else None for q in df["query_id"]]
-    lookup = _species_lookup(species)
-    df["species_id"] = pd.array([lookup.get(_label_key(lab)) if isinstance(lab, str) else None for lab in df["label"]],
+    df["species_id"] = pd.array([species_of(lab, lookup) if isinstance(lab, str) else None for lab in df["label"]],
                                 dtype="Int64")
     result.rows = df
     return result
