@@ -284,3 +284,17 @@ def test_the_label_shuffle_control_sits_at_chance_when_labels_are_shuffled():
     answer[np.arange(4000), gold] += 1.0  # a perfect answerer
     out = shuffled_label_accuracy(answer, gold, seed=1)
     assert out["accuracy"] == 1.0 and abs(out["accuracy, labels shuffled"] - 1 / 50) < 0.01 and out["chance"] == 1 / 50
+
+
+def test_kgret_with_no_query_or_nothing_to_bridge_returns_empty_evidence_not_an_error():
+    """A folder whose every image was quarantined reached the bridge with no query; scipy's indexing with two empty
+    arrays raised 'truth value of an array ... is ambiguous'."""
+    import numpy as np
+    from scipy import sparse
+
+    from polarcatalog.kg import bridge
+
+    links = sparse.csr_matrix(np.eye(4, k=1) + np.eye(4, k=-1))
+    assert bridge.kgret(np.zeros((0, 4)), 2, links, 2).candidates.shape == (0, 4)
+    none = bridge.kgret(np.full((2, 4), -np.inf), 2, links, 2)  # nothing scored: no top species, nothing bridged
+    assert (none.candidates == -1).all() and none.candidates.shape == (2, 4)

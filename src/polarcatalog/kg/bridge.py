@@ -84,6 +84,7 @@ def _via(top: np.ndarray, bridged: np.ndarray, links: sparse.csr_matrix) -> np.n
     c = np.repeat(bridged[:, :, None], k, axis=2)
     ok = (t >= 0) & (c >= 0)
     linked = np.zeros(t.shape, bool)
-    linked[ok] = np.asarray(links[t[ok], c[ok]]).ravel() > 0
+    if ok.any():  # scipy cannot index with two empty arrays (no query, or nothing bridged anywhere)
+        linked[ok] = np.asarray(links[t[ok], c[ok]]).ravel() > 0
     first = linked.argmax(2)
     return np.where(linked.any(2), np.take_along_axis(t, first[:, :, None], 2)[:, :, 0], -1)
