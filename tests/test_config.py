@@ -219,6 +219,9 @@ def test_cli_rejects_a_negative_soft_penalty_like_params_do(tmp_path):
     (["--set", "graph.constraint=hard"], "--set graph.constraint: the graph's settings apply with --where only"),
     (["--set", "kg.hops=2"], "--set kg.hops: the knowledge graph's settings apply with --kgret only"),
     (["--set", "encoders.anchor_scale=null"], "evaluate sees the catalog anchors at --anchor-scale"),
+    (["--set", "encoders.flips=false"], "--set encoders.flips: evaluate does not read it (the embed stage decided"),
+    (["--set", "eval.dev_fraction=0.9"], "--set eval.dev_fraction: evaluate does not read it"),
+    (["--set", "encoders.device=cuda"], "encoders.device = cuda, but torch sees no GPU on this machine"),
     (["--anchor-scale", "²"], "--anchor-scale '²': use auto, catalog or a size in px"),
     (["--show", "0"], "Invalid value for '--show'"),
     (["--params", str(ROOT / "params.birds-offline.yaml")], "is the birds-offline profile's overlay"),
@@ -230,6 +233,11 @@ def test_an_option_evaluate_would_ignore_or_misread_is_refused_before_any_work(t
 
     from polarcatalog.cli.main import app
 
+    if "encoders.device=cuda" in args:
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("a GPU is visible: encoders.device=cuda is valid here")
     (tmp_path / "q").mkdir()
     params = [] if "--params" in args else ["--params", str(ROOT / "params.yaml")]
     res = CliRunner().invoke(app, ["evaluate", "--queries", str(tmp_path / "q"), "--out", str(tmp_path / "o"), *params, *args])

@@ -91,6 +91,14 @@ def test_metrics_are_strict_json_and_the_quarantine_is_this_runs(tmp_path):
         folder_eval.write_results(out, pd.DataFrame({"query_id": ["a.png"]}), {"mRR@1": 1.0},
                                   Quarantine(out / folder_eval.QUARANTINE_STAGING))
     assert sorted(p.name for p in out.iterdir()) == ["metrics.json", "predictions.csv"]
+    # as readable as any file the user writes (the temporary file's 0600 was kept: others could not read the results)
+    mask = os.umask(0o022)
+    try:
+        with folder_eval.claim(out):
+            folder_eval.write_results(out, pd.DataFrame({"query_id": ["a.png"]}), {"mRR@1": 1.0})
+    finally:
+        os.umask(mask)
+    assert {oct(p.stat().st_mode & 0o777) for p in out.iterdir()} == {"0o644"}
 
 
 def test_results_are_written_whole_or_not_at_all(tmp_path, monkeypatch):

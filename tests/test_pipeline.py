@@ -347,6 +347,13 @@ def test_cli_evaluate_on_a_tiny_folder(repo, tmp_path):
     assert m2["query_centring"]["by"] == "catalog" and "centred by the catalog mean" in cat and "2 labelled queries" in cat
     assert m2["configuration"]["retrieval.query_centre"] == {"value": "catalog", "source": "--set"}
     assert "retrieval.query_centre = catalog (--set)" in cat
+    # a --set outside the usual keys is in the configuration line too (retrieval.center=false changed the scores
+    # while the line named neither it nor its source); one labelled species gets no zero-width "interval"
+    (tmp_path / "one.csv").write_text("image,species_id\nbulbasaur/a.png,1\n")
+    one = run_ok([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(q), "--labels",
+                  str(tmp_path / "one.csv"), "--out", str(tmp_path / "out_one"), "--set", "retrieval.center=false"], root, env).stdout
+    assert "retrieval.center = False (--set)" in one.splitlines()[0]
+    assert "no CI: every labelled image is of one species" in one and "% CI, bootstrap" not in one
     bad = subprocess.run([str(Path(sys.executable).parent / "polarcatalog"), "evaluate", "--queries", str(tmp_path / "nope")],
                          cwd=root, env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "not a folder" in bad.stderr

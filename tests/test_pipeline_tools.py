@@ -43,6 +43,8 @@ def test_cli_evaluate_runs_the_kg_experiment_on_a_users_folder(repo, tmp_path):
     assert "+KGret (B = 2)" in out and "budget-matched top-7 completeness" in out, out
     m = json.loads((tmp_path / "o/metrics.json").read_text())["kgret"]
     assert m["B"] == 2 and m["labelled"] == 3 and 0 <= m["completeness (labelled)"] <= 1
+    # the lists are the evidence sets (k + B), and the @10 metrics say so rather than pass for a plain run's top 10
+    assert m["evidence set"] == 7 and "(+KGret: each list is the evidence set, k + B = 7 species" in out
     pred = pd.read_csv(tmp_path / "o/predictions.csv")
     import ast
 

@@ -135,11 +135,18 @@ class EvaluateResult:
             m = self.metrics["labelled"]
             lines.append(f"\n{m['n']} labelled queries: mRR@1 {m['mRR@1']:.3f}  mRR@5 {m['mRR@5']:.3f}  mRR@10 {m['mRR@10']:.3f}  "
                          f"R@10 {m['R@10']:.3f}  acc@1 {m['acc@1']:.3f}")
+            if kg:  # the kg stage's protocol: the answerer ranks the evidence set only, so @10 reads a shorter list
+                lines.append(f"  (+KGret: each list is the evidence set, k + B = {kg['evidence set']} species; a gold "
+                             "outside it counts as not found, so the @10 numbers are not a plain run's top 10)")
             ci = self.metrics["labelled_ci"]
-            lines.append(f"{100 * ci['level']:g} % CI, bootstrap over this folder's {ci['species']} species (a species' images "
-                         "move together): " + "  ".join(f"{name} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
-                                                        for name, r in ci["metrics"].items())
-                         + ("  (few species: a wide interval)" if ci["species"] < 10 else ""))
+            if ci["species"] < 2:  # a bootstrap over one species resamples the same images: a zero-width "interval"
+                lines.append(f"no CI: every labelled image is of one species, and the bootstrap resamples species (a "
+                             "species' images move together); label images of more species for an interval")
+            else:
+                lines.append(f"{100 * ci['level']:g} % CI, bootstrap over this folder's {ci['species']} species (a species' "
+                             "images move together): " + "  ".join(f"{name} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+                                                                    for name, r in ci["metrics"].items())
+                             + ("  (few species: a wide interval)" if ci["species"] < 10 else ""))
         if self.metrics and self.metrics.get("unknown_labels"):
             names = self.metrics["unknown_label_names"]
             lines.append(f"{self.metrics['unknown_labels']} image(s) with a label that names no catalog species (not "
@@ -163,11 +170,23 @@ SHOWN = ("retrieval.ensemble", "retrieval.reranker", "retrieval.lam", "retrieval
          "retrieval.colour_invariant", "retrieval.query_centre", "retrieval.hubness", "encoders.anchor_scale")
 
 
+# keys of the sections evaluate reads that only the pipeline's stages use: accepted, they changed nothing
+CATALOG_ONLY = {
+    "encoders.flips": "the embed stage decided whether the catalog's anchors have mirrored views; "
+                      "`dvc exp run -S encoders.flips=...`, then evaluate again",
+    "encoders.compare_scale_ratios": "the embed stage's comparison scales; evaluate sees the anchors at --anchor-scale",
+    "encoders.local_grid": "the memory's local views are the graph stage's; `dvc exp run -S encoders.local_grid=...`",
+    "eval.dev_fraction": "it splits the catalog's own queries into dev and test; evaluate scores every image of the folder",
+}
+
+
 def unread_override(key: str, constraint: bool, kg: bool) -> str | None:
     """Why `evaluate` would ignore `--set key`, or None when it reads it: the query side (retrieval, encoders, eval,
     dataset.seed), graph with --where and kg with --kgret. Everything else shaped the catalog, which the pipeline
     built: a `--set` there was accepted and silently unused."""
     section = key.split(".", 1)[0]
+    if key in CATALOG_ONLY:
+        return f"--set {key}: evaluate does not read it ({CATALOG_ONLY[key]})"
     if key == "encoders.anchor_scale":
         return ("--set encoders.anchor_scale: evaluate sees the catalog anchors at --anchor-scale (auto, catalog or a "
                 "size in px); use that option")
@@ -188,6 +207,10 @@ def configuration(params: Params, params_file: Path, overrides: dict[str, Any], 
     values = flatten(params.model_dump(mode="json"))
     committed = _committed_params(params_file)
     keys = [k for k in SHOWN if k in values] + (["graph.constraint", "graph.kappa", "graph.probe_dim"] if constraint else [])
+    # every other value that departs from the committed file: a `--set retrieval.center=false` changed the scores
+    # and must be in the line that describes the run
+    keys += [k for k in values if k not in keys and (k in overrides or (committed is not None and k in committed
+             and committed[k] != values[k] and k.split(".", 1)[0] in ("retrieval", "encoders", "eval")))]
     out = {}
     for key in keys:
         if key in overrides:
@@ -297,6 +320,12 @@ def _constrain(memory: _Memory, params: Params, species: np.ndarray, s: np.ndarr
     return take(species), take(s), take(states), tuple(take(k) for k in sort_keys(states, s, strength, temperature))
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet runs a cell starting so as a formula
 
 
@@ -393,6 +422,7 @@ def write_results(out: Path, pred: pd.DataFrame, metrics: dict[str, Any], quaran
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600: the results are as readable as any file written
     except OSError as err:
         for tmp in temps:
             tmp.unlink(missing_ok=True)
@@ -552,7 +582,7 @@ class _Bridged:
     def summary(self, gold: np.ndarray) -> dict[str, Any]:
         labelled = gold >= 0
         inside = lambda sets: float((sets[labelled] == gold[labelled, None]).any(1).mean()) if labelled.any() else None  # noqa: E731
-        return {"B": self.budget, "species added per query": float((self.final[:, self.k:] >= 0).sum(1).mean()),
+        return {"B": self.budget, "evidence set": self.k + self.budget, "species added per query": float((self.final[:, self.k:] >= 0).sum(1).mean()),
                 "completeness (labelled)": inside(self.final), f"budget-matched top-{self.k + self.budget} completeness "
                 "(labelled)": inside(self.matched), "labelled": int(labelled.sum())}
 

@@ -166,6 +166,12 @@ def evaluate(
         if where is not None and not where.strip():  # an unset shell variable, say: not a run without a constraint
             raise ValueError("--where is empty: give a constraint in words, e.g. 'a yellow Pokémon that is not an "
                              "electric type', or leave --where out for no constraint")
+        if p.encoders.device == "cuda":  # asked for a GPU: say so now, not in a traceback after the folder is read
+            from polarcatalog.device import cuda_problem  # heavy: torch
+
+            if cuda_problem():
+                raise ValueError("encoders.device = cuda, but torch sees no GPU on this machine: evaluate with "
+                                 "encoders.device auto (the CPU here), or run it where a GPU is")
         if anchor_scale not in ("auto", "catalog") and not (_px(anchor_scale) and 8 <= int(anchor_scale) <= 4096):
             raise ValueError(f"--anchor-scale {anchor_scale!r}: use auto, catalog or a size in px (8-4096)")
     except ValueError as err:
