@@ -94,3 +94,22 @@ def test_a_thin_strip_is_refused_from_its_header_not_padded_to_a_huge_square(tmp
     kept, images = load_many([path], quarantine, "query")
     assert kept == [] and images == [] and "aspect" in quarantine.rows[0]["reason"]
 
+
+
+@pytest.mark.parametrize("fmt, suffix", [("GIF", "gif"), ("PNG", "png")])
+def test_an_animation_whose_first_frame_is_blank_is_read_at_its_first_frame_with_a_subject(tmp_path, fmt, suffix):
+    """A fade-in GIF or APNG (first frame white) was quarantined as 'blank: one colour' though later frames show the
+    subject; a still image and an animation that starts with its subject are read at frame 0 as before."""
+    from polarcatalog.data.images import blank_reason
+
+    blank = Image.new("RGB", (32, 32), "white")
+    subject = Image.new("RGB", (32, 32), "white")
+    subject.paste((200, 30, 30), (8, 8, 24, 24))
+    other = Image.new("RGB", (32, 32), (20, 20, 220))
+    path = tmp_path / f"fade.{suffix}"
+    blank.save(path, fmt, save_all=True, append_images=[subject, other], duration=100, loop=0)
+    rgb = load_rgb(path)
+    assert blank_reason(rgb) is None and rgb.getpixel((16, 16)) == (200, 30, 30)
+    starts = tmp_path / f"starts.{suffix}"
+    subject.save(starts, fmt, save_all=True, append_images=[other], duration=100, loop=0)
+    assert load_rgb(starts).getpixel((16, 16)) == (200, 30, 30)  # frame 0, not a later one

@@ -64,10 +64,14 @@ def load_rgb(path: str | Path, background: tuple[int, int, int] = WHITE, at_leas
                 if at_least and im.format == "JPEG":
                     im.draft("RGB", (at_least, at_least))
                 im.load()  # decode now: truncation shows up here, not later inside a batch
-                im = ImageOps.exif_transpose(im) or im
-                if getattr(im, "n_frames", 1) > 1:
-                    im.seek(0)
-                rgb = _to_rgb(im, background)
+                rgb = _to_rgb(ImageOps.exif_transpose(im) or im, background)
+                # an animation that fades in (a blank first frame) shows its subject later: the first frame that is
+                # not one colour, among the first FRAMES_LOOKED_AT
+                for frame in range(1, min(getattr(im, "n_frames", 1), FRAMES_LOOKED_AT)):
+                    if blank_reason(rgb) is None:
+                        break
+                    im.seek(frame)
+                    rgb = _to_rgb(ImageOps.exif_transpose(im) or im, background)
     except UnidentifiedImageError:
         raise BadImageError(path, "undecodable: not a recognised image format") from None
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
@@ -87,6 +91,7 @@ def load_rgb(path: str | Path, background: tuple[int, int, int] = WHITE, at_leas
     return rgb
 
 
+FRAMES_LOOKED_AT = 32  # of an animated GIF/APNG/WebP whose first frame is blank
 BLANK_SPREAD = 2  # max - min per channel at or under which an image is one colour (JPEG noise aside)
 
 
