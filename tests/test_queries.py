@@ -210,3 +210,11 @@ def test_a_name_that_is_not_utf8_is_skipped_and_listed_not_a_crash(tmp_path):
     assert found.undecodable_names == ["bulbasaur/Flab\ufffdb\ufffd.png"]
     assert any(n.startswith("1 file(s) skipped, their names not UTF-8") for n in found.notes())
     found.rows.to_csv(tmp_path / "ok.csv")  # what evaluate writes: every remaining name is writable
+
+
+def test_a_name_with_a_newline_or_a_right_to_left_override_is_printed_on_one_line(tmp_path):
+    from polarcatalog.data.query_folder import listed, printable
+
+    assert printable("a\nb\u202egnp.exe") == "a\\u000ab\\u202egnp.exe"
+    assert listed(["x\ry.png", "ok.png"]) == "x\\u000dy.png, ok.png"
+    assert printable("Flabébé ピカチュウ.png") == "Flabébé ピカチュウ.png"  # letters of any script stay as they are

@@ -25,7 +25,7 @@ import yaml
 from polarcatalog.config import Params, ParamsError, flatten, validate
 from polarcatalog.eval.bootstrap import Bootstrap
 from polarcatalog.data.images import Quarantine
-from polarcatalog.data.query_folder import QueryFolder, listed, read_query_folder
+from polarcatalog.data.query_folder import QueryFolder, listed, printable, read_query_folder
 from polarcatalog.encoders import image_encoder
 from polarcatalog.eval.metrics import gold_ranks, per_query, summarize
 from polarcatalog.encoders.preprocess import Preprocess
@@ -111,10 +111,10 @@ class EvaluateResult:
             shown = len(row.predicted_names) if added else show
             named = ", ".join(n + STATE_MARK[m] + (" [kg]" if n in added else "")
                               for n, m in zip(row.predicted_names[:shown], row.states))  # states 0 unconstrained
-            lines.append(f"{row.query_id}: {named}{gold}")
+            lines.append(f"{printable(row.query_id)}: {named}{gold}")
         if self.quarantined:
             lines.append(f"{len(self.quarantined)} image(s) quarantined (unreadable or blank; copies in the output's "
-                         "quarantine/): " + "; ".join(f"{q['path']}: {q['reason']}" for q in self.quarantined))
+                         "quarantine/): " + "; ".join(f"{printable(q['path'])}: {q['reason']}" for q in self.quarantined))
         lines += self.folder.notes() if self.folder else []
         kg = (self.metrics or {}).get("kgret")
         if kg:

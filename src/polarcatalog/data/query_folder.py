@@ -108,8 +108,14 @@ class QueryFolder:
                 "hidden_skipped": self.hidden_skipped, "copies": self.copies, "undecodable_names": self.undecodable_names}
 
 
+def printable(text: str) -> str:
+    """A file name as the terminal can show it on one line: control and bidirectional-format characters (a newline, a
+    right-to-left override) escaped as `\\u….`, so a name cannot split or reverse the lines around it."""
+    return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cc", "Cf") else c for c in str(text))
+
+
 def listed(items: list[str], shown: int = 5) -> str:
-    return ", ".join(items[:shown]) + (f" and {len(items) - shown} more" if len(items) > shown else "")
+    return ", ".join(map(printable, items[:shown])) + (f" and {len(items) - shown} more" if len(items) > shown else "")
 
 
 LABEL_DELIMITERS = (",", ";", "\t")
