@@ -459,8 +459,10 @@ def test_cli_adapts_the_anchors_to_a_folder_at_another_scale_once(repo, tmp_path
     assert again["feature_cache"]["anchors"]["hits"] == smooth["feature_cache"]["anchors"]["misses"]
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "o_again/predictions.csv"), pd.read_csv(tmp_path / "o_smooth3/predictions.csv"))
     # the catalog's own anchors on request
-    run_ok([cli, "evaluate", "--queries", str(tmp_path / "smooth3"), "--anchor-scale", "catalog", "--out", str(tmp_path / "o_cat")], root, env)
+    cat = run_ok([cli, "evaluate", "--queries", str(tmp_path / "smooth3"), "--anchor-scale", "catalog", "--out",
+                  str(tmp_path / "o_cat")], root, env).stdout
     assert json.loads((tmp_path / "o_cat/metrics.json").read_text())["anchor_scale"]["used"] == catalog
+    assert "encoders.anchor_scale = catalog (--anchor-scale)" in cat.splitlines()[0]  # the header said `auto`
 
 
 def test_second_repro_does_nothing_and_forced_rerun_is_identical(repo):

@@ -201,7 +201,8 @@ def unread_override(key: str, constraint: bool, kg: bool) -> str | None:
             "evaluate again")
 
 
-def configuration(params: Params, params_file: Path, overrides: dict[str, Any], constraint: bool = False) -> dict[str, dict[str, Any]]:
+def configuration(params: Params, params_file: Path, overrides: dict[str, Any], constraint: bool = False,
+                  anchor_scale: str | int = "auto") -> dict[str, dict[str, Any]]:
     """The values that scored the folder, each with where it came from: `--set`, the params file as committed, or the
     params file's uncommitted value (what a `dvc exp run` leaves in the workspace; `git checkout params.yaml` undoes it)."""
     values = flatten(params.model_dump(mode="json"))
@@ -222,6 +223,8 @@ def configuration(params: Params, params_file: Path, overrides: dict[str, Any], 
         else:
             source = params_file.name
         out[key] = {"value": values[key], "source": source}
+    if anchor_scale != "auto" and "encoders.anchor_scale" in out:  # the option decides the anchors' scale here
+        out["encoders.anchor_scale"] = {"value": anchor_scale, "source": "--anchor-scale"}
     return out
 
 
@@ -238,7 +241,7 @@ def _committed_params(params_file: Path) -> dict[str, Any] | None:
 
 def configuration_text(config: dict[str, dict[str, Any]]) -> str:
     """One line; a value's source is named where it is not the committed params file."""
-    departs = lambda source: source == "--set" or ", uncommitted" in source  # noqa: E731
+    departs = lambda source: source in ("--set", "--anchor-scale") or ", uncommitted" in source  # noqa: E731
     return "configuration: " + "; ".join(f"{k} = {v['value']}" + (f" ({v['source']})" if departs(v["source"]) else "")
                                          for k, v in config.items())
 

@@ -182,7 +182,7 @@ def evaluate(
     out = out or root / "reports" / "evaluate" / queries.resolve().name
     try:
         scale = int(anchor_scale) if _px(anchor_scale) else anchor_scale
-        config = configuration(p, params, overrides, constraint=where is not None)
+        config = configuration(p, params, overrides, constraint=where is not None, anchor_scale=scale)
         result = evaluate_folder(p, root, queries, labels, out, where, scale, kgret, config)
     except (FileNotFoundError, ValueError, CacheError) as err:
         typer.echo(f"error: {err}", err=True)
