@@ -344,6 +344,9 @@ def test_the_check_stage_is_upstream_of_every_stage_and_stamps_only_valid_params
     for _ in range(2):
         assert CliRunner().invoke(app, ["check-params", "--stamp", str(out)]).exit_code == 0
     assert out.read_text() == "params.yaml validated\n"
+    (tmp_path / "a_file").write_text("")
+    impossible = CliRunner().invoke(app, ["check-params", "--stamp", str(tmp_path / "a_file" / "stamp.txt")])
+    assert impossible.exit_code == 2 and "error: --stamp" in impossible.output  # a message, not a traceback
 
 
 @pytest.mark.parametrize("key, value", [

@@ -63,8 +63,12 @@ def check_params(
         raise typer.Exit(2)
     if stamp is None:
         return
-    stamp.parent.mkdir(parents=True, exist_ok=True)
-    stamp.write_text("params.yaml validated\n")
+    try:
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text("params.yaml validated\n")
+    except OSError as err:
+        typer.echo(f"error: --stamp {stamp}: {err.strerror or err}", err=True)
+        raise typer.Exit(2) from None
 
 
 @app.command()
