@@ -136,6 +136,13 @@ def test_check_params_says_when_a_failed_experiment_left_its_value_in_params_yam
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "an invalid value, committed")
     res = CliRunner().invoke(app, ["check-params", "--params", str(tmp_path / "params.yaml")])
     assert res.exit_code == 2 and "differs from the last commit" not in res.output
+    # outside git (a copy in /tmp) there is no commit to restore from: `git diff` exits 1 there too, and the hint
+    # sent the user to a `git checkout` that fails
+    outside = tmp_path.parent / f"{tmp_path.name}_outside"
+    outside.mkdir()
+    (outside / "params.yaml").write_text(text.replace("  lam: 0.7", "  lam: 2", 1))
+    res = CliRunner().invoke(app, ["check-params", "--params", str(outside / "params.yaml")])
+    assert res.exit_code == 2 and "retrieval.lam" in res.output and "git checkout" not in res.output
 
 
 @pytest.mark.parametrize("sets, message", [

@@ -29,9 +29,13 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 def _uncommitted_hint(params: Path) -> str:
     """A failed `dvc exp run -S key=value` leaves its value in params.yaml (DVC keeps the workspace as the run saw it):
     say so, and how to get the committed values back."""
-    try:
-        changed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", params.name], cwd=params.parent,
-                                 capture_output=True, timeout=30).returncode == 1
+    if not params.is_file():
+        return ""
+    try:  # tracked at HEAD: outside git (or for a file git does not know), `git diff` exits 1 as for a change
+        tracked = subprocess.run(["git", "cat-file", "-e", f"HEAD:./{params.name}"], cwd=params.parent,
+                                 capture_output=True, timeout=30).returncode == 0
+        changed = tracked and subprocess.run(["git", "diff", "--quiet", "HEAD", "--", params.name], cwd=params.parent,
+                                             capture_output=True, timeout=30).returncode == 1
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return (f"\n{params.name} differs from the last commit (a failed `dvc exp run -S ...` leaves its value there): "
