@@ -247,8 +247,9 @@ def read_query_folder(folder: Path, species: pd.DataFrame, labels_csv: Path | No
     if not folder.is_dir():
         raise FileNotFoundError(f"--queries {folder}: not a folder")
     files, links_skipped, hidden = _files(folder)
-    undecodable = [_shown(p.relative_to(folder).as_posix()) for p in files if not _decodable(str(p.relative_to(folder)))]
-    files = [p for p in files if _decodable(str(p.relative_to(folder)))]
+    readable = [_decodable(str(p.relative_to(folder))) for p in files]
+    undecodable = [_shown(p.relative_to(folder).as_posix()) for p, ok in zip(files, readable) if not ok]
+    files = [p for p, ok in zip(files, readable) if ok]
     paths = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES]
     not_images = [p.relative_to(folder).as_posix() for p in files if p.suffix.lower() not in IMAGE_SUFFIXES]
     if not paths:
