@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -191,6 +192,20 @@ def test_faiss_flat_equals_brute_force_and_ivf_finds_clusters():
     np.testing.assert_allclose(scores, -np.sort(-brute, axis=1)[:, :5], atol=1e-5)
     _, ivf_ids = search(build_index(x, "ivf", nlist=8, use_gpu=False), q, 1)
     assert (ivf_ids[:, 0] == np.arange(20)).mean() >= 0.9
+
+
+def test_ivf_nlist_beyond_what_the_vectors_train_is_said_and_capped():
+    """500 vectors train at most 12 lists: asking for 256 used 12 without a word, while the run's configuration line
+    named 256."""
+    from polarcatalog.index import build_index
+
+    x = np.random.default_rng(0).normal(size=(500, 8)).astype(np.float32)
+    with pytest.warns(UserWarning, match=r"retrieval.ivf_nlist = 256: 500 vectors train at most 12 IVF lists"):
+        index = build_index(x, "ivf", nlist=256, use_gpu=False)
+    assert index.nlist == 12
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a value within reach is used as given, silently
+        assert build_index(x, "ivf", nlist=12, use_gpu=False).nlist == 12
 
 
 def test_cache_returns_repeated_keys_in_request_order(tmp_path):

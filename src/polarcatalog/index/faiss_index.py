@@ -3,6 +3,7 @@ moved to the GPU when faiss-gpu is installed (the `gpu` extra) and a GPU is visi
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Literal
 
 import numpy as np
@@ -34,7 +35,12 @@ def build_index(vectors: np.ndarray, kind: Literal["flat", "ivf"] = "flat", nlis
     if kind == "flat":
         index = faiss.IndexFlatIP(d)
     elif kind == "ivf":
-        nlist = max(1, min(nlist, len(x) // 39 or 1))  # FAISS wants >= 39 training points per list
+        cap = max(1, len(x) // 39)  # FAISS wants >= 39 training points per list
+        if nlist > cap:  # said, not silent: the run's configuration line would otherwise name a value it did not use
+            warnings.warn(f"retrieval.ivf_nlist = {nlist}: {len(x)} vectors train at most {cap} IVF lists (39 points "
+                          f"per list), so {cap} are used; set retrieval.ivf_nlist <= {cap}, or retrieval.index: flat "
+                          "(exact, and as fast at this size)", stacklevel=2)
+            nlist = cap
         index = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
         index.cp.seed = seed
         index.train(x)
