@@ -1,3 +1,4 @@
+import re
 import subprocess
 
 import pytest
@@ -381,3 +382,30 @@ def test_every_numeric_knob_has_an_upper_bound():
                 if not any(isinstance(m, (annotated_types.Le, annotated_types.Lt)) for m in f.metadata):
                     unbounded.append(f"{section}.{name}")
     assert not unbounded, unbounded
+
+
+def test_a_partial_params_file_is_refused_naming_the_keys_it_lacks(tmp_path, monkeypatch):
+    """A file holding only `retrieval.lam` validated (every field has a default) and scored with built-in defaults in
+    place of the catalog's values: the encoders it named were not the catalog's, and the error sent the user to
+    `dvc repro embed`. Keys evaluate does not read (curate, tracking) may be left out."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from polarcatalog.cli.main import app
+
+    monkeypatch.delenv("POLARCATALOG_ROOT", raising=False)
+    monkeypatch.chdir(ROOT)
+    (tmp_path / "q").mkdir()
+    (tmp_path / "mine.yaml").write_text("retrieval:\n  lam: 0.3\n")
+    args = ["evaluate", "--queries", str(tmp_path / "q"), "--out", str(tmp_path / "o"), "--params", str(tmp_path / "mine.yaml")]
+    res = CliRunner().invoke(app, args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and "is not a full params file: it lacks" in said, res.output
+    assert re.search(r"encoders.image, .* and \d+ more, which evaluate reads", said) and "dvc repro embed" not in said
+    assert "retrieval.lam" not in said.split("it lacks")[1].split("which evaluate")[0]
+    assert not (tmp_path / "o").exists()
+    full = yaml.safe_load((ROOT / "params.yaml").read_text())
+    del full["curate"], full["tracking"]  # the catalog's shaping and the store: not read by evaluate
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(full))
+    res = CliRunner().invoke(app, args)
+    assert "not a full params file" not in res.output

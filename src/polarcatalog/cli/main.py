@@ -18,7 +18,7 @@ from polarcatalog.runner import profiles
 from polarcatalog.runner import verify as verification
 from polarcatalog.folder_eval import configuration, configuration_text, evaluate_folder, unread_override
 from polarcatalog.paths import repo_root
-from polarcatalog.config import Params, ParamsError, load_params, parse_override
+from polarcatalog.config import Params, ParamsError, flatten, load_params, parse_override, read_params_yaml
 from polarcatalog.features.cache import CacheError
 from polarcatalog.memory.constraints import Strength
 from polarcatalog.cli.run_notebook_command import run_notebook_command
@@ -171,6 +171,13 @@ def evaluate(
         # --strength is parsed and checked like graph.constraint, before any encoding
         p = _with_strength(params, overrides, strength) if strength is not None else load_params(params, overrides)
         root = _project_root(params)
+        lacking = _keys_lacking(params, root, where is not None, kgret is not None)
+        if lacking:
+            shown = ", ".join(lacking[:6]) + (f" and {len(lacking) - 6} more" if len(lacking) > 6 else "")
+            raise ValueError(f"--params {params} is not a full params file: it lacks {shown}, which evaluate reads (it "
+                             "would fill them with built-in defaults, not the values this project's catalog was built "
+                             "with); copy params.yaml and edit the copy, or give --params params.yaml with --set "
+                             "key=value for each change")
         if where is not None and not where.strip():  # an unset shell variable, say: not a run without a constraint
             raise ValueError("--where is empty: give a constraint in words, e.g. 'a yellow Pokémon that is not an "
                              "electric type', or leave --where out for no constraint")
@@ -230,6 +237,19 @@ def _project_root(params: Path) -> Path:
         raise ValueError(f"--params {params} is the {name} profile's overlay (only the keys it changes, applied on top "
                          "of params.yaml), not a params file; give --params params.yaml, with --set for a value to change")
     return root
+
+
+def _keys_lacking(params: Path, root: Path, constraint: bool, kg: bool) -> list[str]:
+    """The keys evaluate reads that the project's params.yaml sets and another --params file leaves out. A file
+    holding only the keys a user changed validates (each field has a default), but the defaults are not the values
+    the catalog was built with: its encoders may not be the catalog's, and every other knob moves silently."""
+    project = root / "params.yaml"
+    if params.resolve() == project.resolve() or not project.is_file():
+        return []
+    given = flatten(read_params_yaml(params))
+    return [key for key in flatten(read_params_yaml(project))
+            if key not in given and not any(key.startswith(f"{g}.") for g in given)
+            and unread_override(key, constraint, kg) is None]
 
 
 def _with_strength(params: Path, overrides: dict, strength: str) -> Params:
