@@ -152,10 +152,22 @@ def test_text_parser_says_what_it_did_not_read_and_what_contradicts_itself():
     ("a dark blue Pokémon", ["colour:blue"], []),
     ("a dark type that is not purple", ["type:dark"], ["colour:purple"]),
     ("a yellow Pokémon that is not an electric type", ["colour:yellow"], ["type:electric"]),
+    # "normal" as an everyday word is no type; said as a type, it is one
+    ("a normal-looking yellow Pokémon", ["colour:yellow"], []),
+    ("a yellow Pokémon of normal size, not electric", ["colour:yellow"], ["type:electric"]),
+    ("a normal type that is not brown", ["type:normal"], ["colour:brown"]),
+    ("a normal-type Pokémon", ["type:normal"], []),
+    ("not a normal Pokémon", [], ["type:normal"]),
+    ("a pink Pokémon of type normal", ["colour:pink", "type:normal"], []),
 ])
 def test_a_typed_constraint_reads_the_spellings_people_use(text, pos, neg):
     q = parse_constraint(text, VOCAB)
     assert (list(q.q_pos), list(q.q_neg), q.disjoined) == (pos, neg, ())
+
+
+def test_normal_said_alone_is_reported_as_a_word_read_as_no_concept():
+    q = parse_constraint("a normal yellow Pokémon", VOCAB)
+    assert q.q_pos == ("colour:yellow",) and q.unread == ("normal",)
 
 
 def test_a_wanted_or_is_reported_and_an_excluded_or_is_both_excluded():

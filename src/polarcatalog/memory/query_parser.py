@@ -12,7 +12,7 @@ expressed, and is reported (`disjoined`) for the caller to refuse. `parse_constr
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from polarcatalog.data.concepts import Concept, normalise_text
@@ -94,16 +94,23 @@ def parse_text(text: str, vocab: list[Concept]) -> ParsedQuery:
 
 
 SHADES = ("dark", "light", "pale", "bright", "deep")  # "dark blue" is a blue, not the dark type
+# A type name that is also an everyday word ("a normal-looking yellow one"): a type only when said as one ("normal
+# type", "normal-type", "type normal", "normal Pokémon"); said alone it is reported as a word read as no concept.
+EVERYDAY_TYPES = ("normal",)
 
 
 def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
     """A constraint a person typed (`polarcatalog evaluate --where`): `parse_text` after the spellings people use that
     chunk texts do not — a typographic apostrophe ("isn’t"), "except"/"excluding"/"other than" as negations,
-    "fire-free", and a shade word before a colour — each of which otherwise turned an exclusion into a requirement."""
+    "fire-free", and a shade word before a colour — each of which otherwise turned an exclusion into a requirement —
+    and "normal" as an everyday word (EVERYDAY_TYPES), which otherwise added the normal type to the constraint."""
     s = normalise_text(text).replace("\u2019", "'").replace("\u2018", "'")
     s = re.sub(r"\b(?:other than|apart from|except for|except|excluding|excludes|exclude)\b", " not ", s)
     s = re.sub(r"\b([\w]+)-(?:free|less)\b", r"without \1 ,", s)  # its own clause: "fire-free red" wants red
     colours = sorted({normalise_text(a) for c in vocab if c.group == "colour" for a in c.aliases}, key=len, reverse=True)
     if colours:
         s = re.sub(r"\b(?:" + "|".join(SHADES) + r")[ -](?=(?:" + "|".join(map(re.escape, colours)) + r")\b)", "", s)
-    return parse_text(s, vocab)
+    s = re.sub(r"(?<!\btype )\b(" + "|".join(EVERYDAY_TYPES) + r")\b(?![ -](?:types?|pokemon)\b)", r"\1_", s)
+    q = parse_text(s, vocab)
+    return replace(q, unread=tuple(dict.fromkeys(re.sub(r"\b(" + "|".join(EVERYDAY_TYPES) + r")_", r"\1", w)
+                                                 for w in q.unread)))
