@@ -118,3 +118,32 @@ def test_the_folder_scale_is_the_median_subject_and_snaps_to_the_ladder(tmp_path
     far = choose_anchor_scale("auto", paths, catalog=40)
     assert far.used == 27 and far.adapted and "encoded once at this scale" in far.describe()
     assert choose_anchor_scale("catalog", paths, 40).used == 40 and choose_anchor_scale(64, paths, 40).used == 64
+
+
+def test_a_scale_above_every_anchor_is_capped_to_one_encoding_of_the_same_views(tmp_path):
+    """Official artwork as queries measured 724 px: the whole catalog (anchors of 360-400 px) was encoded again at
+    724 px, and at each other large scale, into the feature cache, for views equal to one another (a scale only
+    shrinks an anchor)."""
+    from polarcatalog.encoders.preprocess import Preprocess, apply
+
+    paths = []
+    for i in range(3):
+        p = tmp_path / f"q{i}.png"
+        art = Image.new("RGB", (800, 800), "white")  # smooth artwork (not pixel art) of about 700 px
+        noise = np.random.default_rng(i).integers(0, 255, (70, 60, 3), dtype=np.uint8)
+        art.paste(Image.fromarray(noise).resize((600, 700), Image.Resampling.BICUBIC), (100, 50))
+        art.save(p)
+        paths.append(str(p))
+    free = choose_anchor_scale("auto", paths, catalog=48)
+    assert free.used >= 609 and free.capped_from is None
+    capped = choose_anchor_scale("auto", paths, catalog=48, largest_anchor=400)
+    assert (capped.used, capped.capped_from) == (431, free.used) and capped.adapted
+    assert "no anchor image is larger than 431 px" in capped.describe()
+    assert choose_anchor_scale(2000, paths, 48, largest_anchor=400).used == 431  # a size typed in px too
+    assert choose_anchor_scale(300, paths, 48, largest_anchor=400).used == 300  # a scale that shrinks: as asked
+    # a catalog at full size, or at a scale above every anchor, already holds those views: no new encoding
+    assert not choose_anchor_scale("auto", paths, catalog=None, largest_anchor=400).adapted
+    assert choose_anchor_scale("auto", paths, catalog=512, largest_anchor=400).used == 512
+    anchor = Image.fromarray(np.random.default_rng(0).integers(0, 255, (400, 300, 3), dtype=np.uint8))
+    same = [np.asarray(apply(anchor, Preprocess(False, s))) for s in (431, free.used)]
+    assert same[0].tobytes() == same[1].tobytes()

@@ -441,6 +441,20 @@ def write_results(out: Path, pred: pd.DataFrame, metrics: dict[str, Any], quaran
     return replaced
 
 
+def _largest_side(root: Path, paths: pd.Series) -> int | None:
+    """The longest side of the largest catalog anchor image, from the image headers (no pixels decoded)."""
+    from PIL import Image
+
+    largest = 0
+    for path in paths:
+        try:
+            with Image.open(root / path) as im:
+                largest = max(largest, *im.size)
+        except OSError:  # the anchor no longer loads: encoding it will say so, by name
+            return None
+    return largest or None
+
+
 def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | None, out: Path,
                     where: str | None = None, anchor_scale: str | int = "auto", kgret: int | None = None,
                     config: dict[str, dict[str, Any]] | None = None) -> EvaluateResult:
@@ -487,7 +501,7 @@ def _evaluate_claimed(params: Params, root: Path, folder: Path, labels: Path | N
         q = q[ok].reset_index(drop=True)
         feats = {n: f[ok] for n, f in feats.items()}
         scale = choose_anchor_scale(anchor_scale, q["path"].tolist(), ws.manifest.get("anchor_scale"), params.dataset.seed,
-                                    params.encoders.anchor_scale_ratio) \
+                                    params.encoders.anchor_scale_ratio, _largest_side(root, ws.anchors["path"])) \
             if len(q) else AnchorScale("catalog", ws.manifest.get("anchor_scale"), ws.manifest.get("anchor_scale"))
         if scale.adapted:
             anchor_view = Preprocess(params.encoders.content_box, scale.used)

@@ -6,7 +6,7 @@ views, [anchors, grid², dim], for PolarMem's global + local proposer; queries a
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
@@ -82,6 +82,7 @@ class AnchorScale:
     used: int | None
     measured: int | None = None  # the query set's median subject size in native px (auto only)
     ratio: float = 1.0  # auto: anchors at ratio x measured (encoders.anchor_scale_ratio)
+    capped_from: int | None = None  # the scale asked for, when it was above every anchor (scaling only shrinks)
 
     @property
     def adapted(self) -> bool:
@@ -94,22 +95,46 @@ class AnchorScale:
         size = lambda px: "full size" if px is None else f"{px} px"  # noqa: E731
         state = (f"not the catalog's {size(self.catalog)}: encoded once at this scale, then read from the feature cache"
                  if self.adapted else "the embed stage's features")
-        return f"anchors at {size(self.used)} ({source}; {state})"
+        capped = (f"; {self.capped_from} px asked for, but no anchor image is larger than {self.used} px, so they are "
+                  "the same views" if self.capped_from is not None else "")
+        return f"anchors at {size(self.used)} ({source}{capped}; {state})"
+
+
+def ladder_at_least(px: int) -> int:
+    """The smallest step of `snap_scale`'s ladder that is at least `px`."""
+    step = int(np.ceil(4 * np.log2(max(px, 1))))
+    while int(round(2 ** (step / 4))) < px:
+        step += 1
+    return int(round(2 ** (step / 4)))
 
 
 def choose_anchor_scale(setting: str | int, query_paths: list[str], catalog: int | None, seed: int = 0,
-                        ratio: float = 1.0) -> AnchorScale:
+                        ratio: float = 1.0, largest_anchor: int | None = None) -> AnchorScale:
     """`auto`: `ratio` times the query set's own subject size (label-free, but read from the whole set: transductive),
     snapped to the ladder, or the catalog's scale when within SCALE_TOLERANCE of it; `catalog`: the embed stage's;
-    a number."""
+    a number. `largest_anchor`: the longest side of the largest anchor image. A scale only shrinks an anchor
+    (`Preprocess.scale_to`), so every scale at or above it gives the same views: it is capped to the ladder step at
+    or above it, one encoding in the feature cache instead of one per large scale (official artwork as queries
+    measured 724 px and re-encoded the whole catalog into the cache for views equal to the 431 px ones)."""
     if setting == "catalog":
         return AnchorScale("catalog", catalog, catalog)
     if setting != "auto":
-        return AnchorScale(str(setting), catalog, int(setting))
+        return _capped(AnchorScale(str(setting), catalog, int(setting)), largest_anchor)
     measured = query_content_scale(query_paths, seed=seed)
     wanted = ratio * measured
     close = catalog is not None and abs(wanted - catalog) <= SCALE_TOLERANCE * catalog
-    return AnchorScale("auto", catalog, catalog if close else snap_scale(wanted), measured, ratio)
+    return _capped(AnchorScale("auto", catalog, catalog if close else snap_scale(wanted), measured, ratio), largest_anchor)
+
+
+def _capped(scale: AnchorScale, largest_anchor: int | None) -> AnchorScale:
+    if largest_anchor is None or scale.used is None or scale.used == scale.catalog:
+        return scale
+    if scale.used < largest_anchor:
+        return scale
+    if scale.catalog is None or scale.catalog >= largest_anchor:  # the catalog's own anchors are those same views
+        return replace(scale, used=scale.catalog, capped_from=scale.used)
+    cap = ladder_at_least(largest_anchor)
+    return replace(scale, used=cap, capped_from=scale.used) if scale.used > cap else scale
 
 
 def encode_anchor_views(encoders: dict[str, ImageEncoder], paths: list[str], cache_root: Path, view: Preprocess,
