@@ -150,3 +150,21 @@ def test_a_constrained_run_with_every_image_quarantined_renders_without_a_confli
     text = folder_eval.EvaluateResult(pd.DataFrame(), metrics, [], constraint).render()
     assert "constraint: Conflict@5 (memory) n/a (no image ranked), gold contradicted by the memory 0" in text
     assert "words read as no concept (ignored): dinosaur; the memory's concepts are of these kinds: colour, type" in text
+
+
+def test_a_zero_width_interval_is_said_to_be_no_certainty():
+    """Eight artwork images, each at rank 1: the bootstrap printed mRR@1 [1.000, 1.000] 'few species: a wide
+    interval', an interval of width 0 called wide and read as certainty."""
+    def ci(low: float, high: float) -> dict:
+        return {"value": high, "ci_low": low, "ci_high": high}
+
+    labelled = {"n": 8, "mRR@1": 1.0, "mRR@5": 1.0, "mRR@10": 1.0, "R@10": 1.0, "acc@1": 1.0}
+    pred = pd.DataFrame(columns=["query_id", "gold_name", "gold_rank", "predicted_names", "states"])
+    for metrics, said, unsaid in (
+        ({"mRR@1": ci(1, 1), "R@10": ci(1, 1)}, "every resample scores the same mRR@1, R@10: a zero-width interval "
+                                                "over 8 species is no sign of certainty", "a wide interval"),
+        ({"mRR@1": ci(0.5, 1), "R@10": ci(0.75, 1)}, "(few species: a wide interval)", "no sign of certainty"),
+    ):
+        text = folder_eval.EvaluateResult(pred, {"labelled": labelled, "labelled_ci": {
+            "species": 8, "level": 0.95, "metrics": metrics}}, []).render()
+        assert said in text and unsaid not in text, text

@@ -143,10 +143,15 @@ class EvaluateResult:
                 lines.append(f"no CI: every labelled image is of one species, and the bootstrap resamples species (a "
                              "species' images move together); label images of more species for an interval")
             else:
+                # all labelled images at rank 1, say: every resample scores the same, a zero-width "interval" that a
+                # reader takes for certainty
+                same = [name for name, r in ci["metrics"].items() if r["ci_low"] == r["ci_high"]]
+                caveat = (f"  (every resample scores the same {', '.join(same)}: a zero-width interval over "
+                          f"{ci['species']} species is no sign of certainty)" if same
+                          else "  (few species: a wide interval)" if ci["species"] < 10 else "")
                 lines.append(f"{100 * ci['level']:g} % CI, bootstrap over this folder's {ci['species']} species (a species' "
                              "images move together): " + "  ".join(f"{name} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
-                                                                    for name, r in ci["metrics"].items())
-                             + ("  (few species: a wide interval)" if ci["species"] < 10 else ""))
+                                                                    for name, r in ci["metrics"].items()) + caveat)
         if self.metrics and self.metrics.get("unknown_labels"):
             names = self.metrics["unknown_label_names"]
             lines.append(f"{self.metrics['unknown_labels']} image(s) with a label that names no catalog species (not "
