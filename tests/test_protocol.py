@@ -78,3 +78,27 @@ def test_per_query_values_average_to_the_metrics_and_chance():
     np.testing.assert_allclose(v.mean(0), [0.25, (1 + 0.5) / 4, (1 + 0.5) / 4, 0.5])
     c = chance(4)
     assert c["mRR@1"] == 0.25 and c["R@10"] == 1.0 and c["mRR@5"] == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
+
+
+def _means_by_add_at(b, values: np.ndarray) -> np.ndarray:
+    """The resampled means as np.add.at and the int-weights matmul compute them."""
+    v = values[:, None] if values.ndim == 1 else values
+    keep = (b.clusters >= 0)[:, None] & np.isfinite(v)
+    sums, counts = np.zeros((b.weights.shape[1], v.shape[1])), np.zeros((b.weights.shape[1], v.shape[1]))
+    np.add.at(sums, np.maximum(b.clusters, 0), np.where(keep, v, 0.0))
+    np.add.at(counts, np.maximum(b.clusters, 0), keep.astype(np.float64))
+    num, den = b.weights @ sums, b.weights @ counts
+    out = np.divide(num, den, out=np.full(num.shape, np.nan), where=den > 0)
+    return out[:, 0] if values.ndim == 1 else out
+
+
+def test_resampled_means_are_the_per_cluster_sums_in_query_order_to_the_bit():
+    """`Bootstrap.means` sums each cluster's values in query order (np.bincount) with the weights cast once: the
+    bits of np.add.at's sums and of the int-weights matmul, which every committed interval was computed with."""
+    rng = np.random.default_rng(3)
+    boot = Bootstrap.over(rng.integers(0, 300, 700), resamples=200, seed=1)
+    values = rng.random((700, 3))
+    values[rng.random((700, 3)) < 0.1] = np.nan
+    for b in (boot, boot.subset(rng.random(700) < 0.6)):
+        for v in (values, values[:, 1].copy(), rng.random(700)):
+            assert b.means(v).tobytes() == _means_by_add_at(b, v).tobytes()

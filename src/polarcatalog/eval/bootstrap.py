@@ -50,9 +50,18 @@ class Bootstrap:
         weights = rng.multinomial(n, np.full(n, 1.0 / n), size=resamples) if n else np.zeros((resamples, 0), int)
         return cls(inverse.ravel(), weights, level)
 
+    def _float_weights(self) -> np.ndarray:
+        cached = self.__dict__.get("_weights_f64")
+        if cached is None:
+            cached = np.ascontiguousarray(self.weights, np.float64)
+            object.__setattr__(self, "_weights_f64", cached)  # a frozen dataclass: a cache, not a field
+        return cached
+
     def subset(self, mask: np.ndarray) -> "Bootstrap":
         """The same resamples restricted to some queries (a split, a query group): clusters keep their weights."""
-        return Bootstrap(np.where(mask, self.clusters, -1), self.weights, self.level)
+        sub = Bootstrap(np.where(mask, self.clusters, -1), self.weights, self.level)
+        object.__setattr__(sub, "_weights_f64", self._float_weights())  # the same resamples: one float copy
+        return sub
 
     def means(self, values: np.ndarray) -> np.ndarray:
         """[B, M] resampled means of `values` [Q, M] (or [Q] -> [B]); queries outside this bootstrap's subset and
@@ -62,11 +71,14 @@ class Bootstrap:
         v = v[:, None] if flat else v
         keep = (self.clusters >= 0)[:, None] & np.isfinite(v)
         C = self.weights.shape[1]
-        sums, counts = np.zeros((C, v.shape[1])), np.zeros((C, v.shape[1]))
         cl = np.maximum(self.clusters, 0)
-        np.add.at(sums, cl, np.where(keep, v, 0.0))
-        np.add.at(counts, cl, keep.astype(np.float64))
-        num, den = self.weights @ sums, self.weights @ counts
+        # per-cluster sums in query order, column by column (bincount adds in input order, as np.add.at does: the
+        # same bits, several times faster); the weights as float64 once, not cast again on every call
+        held = np.where(keep, v, 0.0)
+        sums = np.stack([np.bincount(cl, held[:, m], minlength=C) for m in range(v.shape[1])], axis=1)
+        counts = np.stack([np.bincount(cl, keep[:, m], minlength=C) for m in range(v.shape[1])], axis=1)
+        weights = self._float_weights()
+        num, den = weights @ sums, weights @ counts
         out = np.divide(num, den, out=np.full(num.shape, np.nan), where=den > 0)
         return out[:, 0] if flat else out
 
