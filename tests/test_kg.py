@@ -298,3 +298,21 @@ def test_kgret_with_no_query_or_nothing_to_bridge_returns_empty_evidence_not_an_
     assert bridge.kgret(np.zeros((0, 4)), 2, links, 2).candidates.shape == (0, 4)
     none = bridge.kgret(np.full((2, 4), -np.inf), 2, links, 2)  # nothing scored: no top species, nothing bridged
     assert (none.candidates == -1).all() and none.candidates.shape == (2, 4)
+
+
+def test_top_by_score_is_the_first_k_of_a_stable_sort_on_rows_full_of_ties():
+    """The selection takes the k best without sorting whole rows: it must give the stable sort's indices exactly,
+    ties in index order, -inf and NaN as no candidate, whatever k (0, beyond the row)."""
+    from polarcatalog.kg.bridge import top_by_score
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n, width = int(rng.integers(1, 20)), int(rng.integers(1, 120))
+        scores = rng.integers(0, 4, (n, width)).astype(float)  # four values: ties everywhere
+        scores[rng.random((n, width)) < 0.2] = -np.inf
+        scores[rng.random((n, width)) < 0.05] = np.nan
+        k = int(rng.integers(0, width + 3))
+        s = np.where(np.isfinite(scores), scores, -np.inf)
+        order = np.argsort(-s, axis=1, kind="stable")[:, :k]
+        expected = np.where(np.isfinite(np.take_along_axis(s, order, 1)), order, -1)
+        assert np.array_equal(top_by_score(scores, k), expected), (n, width, k)
