@@ -76,7 +76,9 @@ def _only_run():
 
 @pytest.mark.slow  # a real papermill kernel
 def test_finished_run_has_params_metrics_tags_and_notebook(workspace):
-    _run(workspace, "ok", ["run.finish()"])
+    # the kernel never imports MLflow: the companion process does the logging (about 2.7 s of imports and store)
+    _run(workspace, "ok", ["import sys\nassert not {'mlflow', 'sqlalchemy'} & set(sys.modules), 'MLflow in the kernel'",
+                           "run.finish()"])
     run = _only_run()
     assert run.info.status == "FINISHED" and run.info.run_name == "probe"
     # exactly the params the stage declares in dvc.yaml, under their own keys
@@ -288,23 +290,44 @@ def test_bootstrap_counts_stay_out_of_the_mlflow_metrics():
                                                                "test.mRR_at_1.ci_high": 0.35}
 
 
-def test_a_failure_after_mlflow_ended_the_active_run_closes_the_stage_run_and_opens_no_other(tmp_path):
-    """`finish()` can fail after MLflow's `end_run` popped the run (a database gone mid-call): `fail()` must end the
-    stage's own run, not open a stray auto-named one through the fluent API. An interrupt ends it KILLED."""
-    from polarcatalog.runner.tracking import StageRun
+def test_a_kernel_that_dies_without_finishing_leaves_its_run_killed_not_running(workspace):
+    """The companion holds the run: a kernel gone without `finish()` or `fail()` (SIGKILL, `os._exit`) closes its
+    pipe, and the run ends KILLED, saying so, with what was logged before."""
+    import subprocess
+    import sys
 
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
-    experiment = mlflow.set_experiment("polarcatalog").experiment_id
-    for error, status in ((RuntimeError("artifact store gone"), "FAILED"), (KeyboardInterrupt(), "KILLED")):
-        run = mlflow.start_run(run_name="report")
-        stage_run = StageRun("report", run, tmp_path, None, False, {})
-        mlflow.end_run()  # what a finish() that failed half-way leaves: no active run, the stage's run not FAILED
-        MlflowClient().set_terminated(run.info.run_id, "RUNNING")
-        stage_run.fail(error)
-        assert MlflowClient().get_run(run.info.run_id).info.status == status
-        assert mlflow.active_run() is None
-    runs = MlflowClient().search_runs([experiment])
-    assert len(runs) == 2 and {r.info.run_name for r in runs} == {"report"}
+    code = ("import os\nfrom polarcatalog.config import load_params\nfrom polarcatalog.runner.tracking import start_stage\n"
+            "run = start_stage('probe.ipynb', load_params('params.yaml'))\nrun.log_metrics({'before': 1.0})\n"
+            "print(run.run_id, flush=True)\nos._exit(3)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=workspace, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr
+    run_id = done.stdout.strip()
+    client = MlflowClient()
+    for _ in range(100):  # the companion ends the run as soon as it reads the end of its input
+        run = client.get_run(run_id)
+        if run.info.status != "RUNNING":
+            break
+        import time
+
+        time.sleep(0.1)
+    assert run.info.status == "KILLED" and "ended without finishing its run" in run.data.tags["ended_by"]
+    assert run.data.metrics == {"before": 1.0}
+
+
+def test_a_logging_failure_ends_the_stage_run_failed_and_opens_no_other(workspace, monkeypatch):
+    """An artifact the store cannot take (here: a file that is not there) fails the stage with MLflow's reason, the
+    stage's run ends FAILED with it, and no stray run is opened."""
+    from polarcatalog.config import load_params
+    from polarcatalog.runner.tracking import start_stage
+
+    monkeypatch.chdir(workspace)
+    run = start_stage("probe.ipynb", load_params(workspace / "params.yaml"))
+    run.log_artifact("no-such-file.md")
+    with pytest.raises(RuntimeError, match="MLflow logging \\(artifact\\) failed"):
+        run.finish()
+    (only,) = mlflow.search_runs(experiment_names=["polarcatalog"], output_format="list")
+    assert only.info.run_id == run.run_id and only.info.status == "FAILED"
+    assert "no-such-file.md" in only.data.tags["error"]
 
 
 @pytest.mark.slow  # up to a minute of MLflow's own retries

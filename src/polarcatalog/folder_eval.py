@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import yaml
+from PIL import Image
 
 from polarcatalog.config import Params, ParamsError, flatten, validate
 from polarcatalog.eval.bootstrap import Bootstrap
@@ -448,8 +449,6 @@ def write_results(out: Path, pred: pd.DataFrame, metrics: dict[str, Any], quaran
 
 def _largest_side(root: Path, paths: pd.Series) -> int | None:
     """The longest side of the largest catalog anchor image, from the image headers (no pixels decoded)."""
-    from PIL import Image
-
     largest = 0
     for path in paths:
         try:

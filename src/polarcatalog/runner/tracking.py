@@ -7,6 +7,11 @@ so that a cell that raises ends the run as FAILED, with the traceback and the ex
 `StageRun.finish()`, the notebook's last cell, logs the executed notebook (as .ipynb and as HTML) and ends the run
 FINISHED.
 
+The MLflow calls run in a companion process (`runner.tracking_companion`), not in the kernel: importing MLflow and
+opening its store costs about 2.7 s, which the companion spends on the core a single-threaded stage leaves idle. The
+kernel sends it one line per call and waits only for the run id when asked, and in `finish()` / `fail()`, so the run
+is complete when the stage ends; a kernel that dies without either closes the pipe, and the run ends KILLED.
+
 Where runs go (`tracking_uri`): MLFLOW_TRACKING_URI if set, else `tracking.uri` from params (a team's tracking
 server), else `sqlite:///<project>/mlflow.db`. The project is DVC_ROOT when DVC runs the stage: DVC sets it to the
 main repository even for `dvc exp run --temp` and queued experiments, whose copies under `.dvc/tmp/exps/` are
@@ -15,17 +20,16 @@ deleted afterwards, with any store inside them.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
 import sys
 import subprocess
+import time
 import traceback
 from pathlib import Path
-from typing import Any
-
-import mlflow
-import pandas as pd
+from typing import Any, IO
 
 from polarcatalog import __version__
 from polarcatalog.runner.commands import venv_command
@@ -78,33 +82,19 @@ HTTP_PATIENCE = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3", "MLFLOW_HTTP_REQUEST_BA
                  "MLFLOW_HTTP_REQUEST_TIMEOUT": "15"}
 
 
-def _is_server(uri: str) -> bool:
+def is_server(uri: str) -> bool:
     return uri.startswith(("http://", "https://"))
 
 
 def bound_http_patience(uri: str) -> None:
     """For a server URI, MLflow's HTTP retries bounded by HTTP_PATIENCE (unless set), and one line saying so."""
-    if not _is_server(uri):
+    if not is_server(uri):
         return
     for key, value in HTTP_PATIENCE.items():
         os.environ.setdefault(key, value)
     print(f"tracking: {uri} (an unanswered request is retried {os.environ['MLFLOW_HTTP_REQUEST_MAX_RETRIES']} times, "
           f"{os.environ['MLFLOW_HTTP_REQUEST_TIMEOUT']} s each; MLFLOW_HTTP_REQUEST_MAX_RETRIES / _TIMEOUT to wait longer)",
           file=sys.stderr, flush=True)
-
-
-def _open_experiment(uri: str, name: str) -> Any:
-    """The experiment `name` on the tracking store `uri`; an unreachable server named, with what to do."""
-    bound_http_patience(uri)
-    mlflow.set_tracking_uri(uri)
-    try:
-        return mlflow.set_experiment(name)
-    except Exception as err:  # MlflowException or a requests error, whichever the failure was
-        if not _is_server(uri):
-            raise
-        raise RuntimeError(f"the MLflow tracking server {uri} did not answer ({type(err).__name__}: {str(err)[:300]}). "
-                           "Check that the server and its database are up (`make team-server`), or unset "
-                           "MLFLOW_TRACKING_URI / tracking.uri to log to this checkout's own store") from err
 
 
 def run_context() -> dict[str, str]:
@@ -145,20 +135,80 @@ def provenance_tags(root: Path, stage: str, notebook: str) -> dict[str, str]:
     }
 
 
+class Companion:
+    """The kernel's end of the pipe to `runner.tracking_companion`."""
+
+    def __init__(self, start: dict[str, Any]):
+        self.proc = subprocess.Popen([sys.executable, "-m", "polarcatalog.runner.tracking_companion"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8")
+        self._run_id: str | None = None
+        self.send("start", **start)
+
+    def send(self, op: str, **payload: Any) -> None:
+        try:
+            self.proc.stdin.write(json.dumps({"op": op, **payload}) + "\n")  # type: ignore[union-attr]
+            self.proc.stdin.flush()  # type: ignore[union-attr]
+        except (BrokenPipeError, ValueError):  # the companion ended: it said why, before it went
+            raise RuntimeError(self._reason()) from None
+
+    def _reply(self) -> dict[str, Any]:
+        line = self.proc.stdout.readline()  # type: ignore[union-attr]
+        if not line:
+            raise RuntimeError(self._reason())
+        message = json.loads(line)
+        if "error" in message:
+            raise RuntimeError(message["error"])
+        return message
+
+    def _reason(self) -> str:
+        rest = _read_all(self.proc.stdout)
+        for line in rest.splitlines():
+            if '"error"' in line:
+                return json.loads(line)["error"]
+        return f"the MLflow companion process ended (exit code {self.proc.wait()}); its messages are above"
+
+    @property
+    def run_id(self) -> str:
+        if self._run_id is None:
+            self._run_id = self._reply()["run_id"]
+        return self._run_id
+
+    def close(self, op: str, **payload: Any) -> None:
+        """The last call (`finish` or `fail`); returns when the run is complete in the store."""
+        try:
+            self.run_id  # the start's reply first: a store that never opened is the error to report
+            self.send(op, **payload)
+            self._reply()
+        finally:
+            self.proc.stdin.close()  # type: ignore[union-attr]
+            self.proc.wait()
+
+
+def _read_all(stream: IO[str] | None) -> str:
+    try:
+        return stream.read() if stream else ""
+    except (OSError, ValueError):
+        return ""
+
+
 class StageRun:
     """The open MLflow run of one stage; every logging call of a notebook goes through it."""
 
-    def __init__(self, stage: str, run: mlflow.ActiveRun, root: Path, executed_notebook: str | None, log_notebook: bool,
+    def __init__(self, stage: str, companion: Companion, root: Path, executed_notebook: str | None, log_notebook: bool,
                  params: dict[str, Any]):
-        self.stage, self.run, self.root, self.params = stage, run, root, params
+        self.stage, self.companion, self.root, self.params = stage, companion, root, params
         self.executed_notebook = executed_notebook
         self.log_notebook_enabled = log_notebook
-        self.run_id = run.info.run_id
         self.closed = False
+
+    @property
+    def run_id(self) -> str:
+        """The run's MLflow id: the companion's first reply (waited for here, and only here)."""
+        return self.companion.run_id
 
     # -- logging -------------------------------------------------------------------------------
     def log_metrics(self, metrics: dict[str, Any], prefix: str = "") -> None:
-        mlflow.log_metrics(numeric_metrics(metrics, prefix), run_id=self.run_id)
+        self.companion.send("metrics", metrics=numeric_metrics(metrics, prefix))
 
     def log_figure(self, fig: Any, path: str | Path) -> Path:
         """Save under reports/figures (the DVC output), attach to the run, and show it in the notebook: the saved PNG
@@ -167,62 +217,45 @@ class StageRun:
         path = self.root / path
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=120, bbox_inches="tight")
-        mlflow.log_artifact(str(path), artifact_path="figures", run_id=self.run_id)
+        self.companion.send("artifact", path=str(path), artifact_path="figures")
         _show_png(path)
         return path
 
-    def log_table(self, df: pd.DataFrame, name: str) -> None:
-        mlflow.log_text(df.to_markdown(index=False), f"tables/{name}.md", run_id=self.run_id)
+    def log_table(self, df: Any, name: str) -> None:
+        self.companion.send("text", text=df.to_markdown(index=False), name=f"tables/{name}.md")
 
-    def log_child(self, name: str, point: dict[str, Any], metrics: dict[str, Any]) -> str:
+    def log_child(self, name: str, point: dict[str, Any], metrics: dict[str, Any]) -> None:
         """One nested run under this stage's run (an ablation value under its axis), same provenance tags, with the
         full effective configuration of its point: the stage's params with `point`'s dotted keys put in, so MLflow's
         compare view lines children up by any param."""
-        parent = mlflow.get_run(self.run_id)
-        tags = {k: v for k, v in parent.data.tags.items() if not k.startswith("mlflow.")} | {"mlflow.parentRunId": self.run_id}
-        with mlflow.start_run(run_name=name, nested=True, tags=tags) as child:
-            mlflow.log_params({**self.params, **flatten(point)})
-            mlflow.log_metrics(numeric_metrics(metrics))
-            return child.info.run_id
+        self.companion.send("child", name=name, params={**self.params, **flatten(point)},
+                            metrics=numeric_metrics(metrics))
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
-        mlflow.log_artifact(str(self.root / path), artifact_path=artifact_path, run_id=self.run_id)
+        self.companion.send("artifact", path=str(self.root / path), artifact_path=artifact_path)
 
-    def _log_notebook(self) -> None:
-        """The executed notebook as papermill has written it so far, and as HTML, which MLflow's artifact view shows
-        as a page (the .ipynb shows there as raw JSON)."""
+    def _notebook(self) -> str | None:
+        """The executed notebook as papermill has written it so far (the companion logs it, and its HTML)."""
         if self.log_notebook_enabled and self.executed_notebook:
-            nb = self.root / self.executed_notebook
-            if nb.is_file():
-                mlflow.log_artifact(str(nb), artifact_path="notebook", run_id=self.run_id)
-                mlflow.log_text(notebook_html(nb), f"notebook/{nb.stem}.html", run_id=self.run_id)
+            return str(self.root / self.executed_notebook)
+        return None
 
     # -- ending --------------------------------------------------------------------------------
     def finish(self) -> None:
         if self.closed:
             return
-        self._log_notebook()
-        mlflow.end_run("FINISHED")
         self.closed = True
+        self.companion.close("finish", notebook=self._notebook())
 
-    def fail(self, error: BaseException) -> None:
-        """End this stage's run as FAILED (KILLED for an interrupt), whatever state the fluent API is in: every call
-        names the run, so a failure inside `finish()` (after MLflow already ended the active run) cannot open a stray
-        auto-named run instead of closing this one."""
+    def fail(self, error: BaseException | None, status: str | None = None) -> None:
+        """End this stage's run as FAILED (KILLED for an interrupt), with the error and the executed notebook so far."""
         if self.closed:
             return
-        client = mlflow.MlflowClient()
-        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        try:
-            client.set_tag(self.run_id, "error", f"{type(error).__name__}: {error}"[:5000])
-            mlflow.log_text(text, "error.txt", run_id=self.run_id)
-            self._log_notebook()
-        finally:  # the status first of all: a run left RUNNING is what the user would see
-            client.set_terminated(self.run_id, "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
-            active = mlflow.active_run()
-            if active is not None and active.info.run_id == self.run_id:
-                mlflow.end_run("KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
-            self.closed = True
+        self.closed = True
+        text = None if error is None else "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        self.companion.close("fail", status=status or ("KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED"),
+                             error=None if error is None else f"{type(error).__name__}: {error}", traceback=text,
+                             notebook=self._notebook())
 
 
 def _show_png(path: Path) -> None:
@@ -233,15 +266,6 @@ def _show_png(path: Path) -> None:
         return
     if get_ipython() is not None:
         display(Image(filename=str(path)))
-
-
-def notebook_html(path: Path) -> str:
-    from polarcatalog.runner.nbfile import import_nbformat  # heavy: jsonschema; only finish() needs it
-
-    nbformat = import_nbformat()  # before nbconvert, which imports nbformat: without jsonschema's IRI grammar
-    from nbconvert import HTMLExporter  # heavy: ~0.5 s, paid by every stage's kernel if imported at the top
-    html, _ = HTMLExporter(template_name="lab").from_notebook_node(nbformat.read(path, as_version=4))
-    return html
 
 
 def declared_params(root: Path, stage: str, params: Params) -> dict[str, Any]:
@@ -258,37 +282,31 @@ def declared_params(root: Path, stage: str, params: Params) -> dict[str, Any]:
     return out
 
 
+_current: StageRun | None = None  # the kernel's open run: a notebook run again from the top ends it first
+
+
 def start_stage(notebook: str, params: Params, executed_notebook: str | None = None, item: str | None = None) -> StageRun:
     """Open the MLflow run of the notebook's DVC stage, log its declared params and provenance, arm
     FAILED-on-exception."""
+    global _current
     root = repo_root()
     stage = dvc_stage(root, notebook, item)
-    experiment = _open_experiment(tracking_uri(root, params.tracking.uri), params.tracking.experiment)
-    if experiment.tags.get(EXPERIMENT_KIND) != "custom_model_development":
-        # MLflow 3's UI opens an experiment without a kind on its GenAI overview; this kind opens it on the runs list
-        mlflow.set_experiment_tag(EXPERIMENT_KIND, "custom_model_development")
-    if mlflow.active_run() is not None:  # re-running the notebook top to bottom in JupyterLab
-        mlflow.end_run("KILLED")
-    close_orphans(experiment.experiment_id)
+    if _current is not None and not _current.closed:  # re-running the notebook top to bottom in JupyterLab
+        _current.fail(None, status="KILLED")
     tags = provenance_tags(root, stage, notebook) | machine_tags()
     # the experiment first: the runs list cuts long names, and the experiment is what differs between two runs of a stage
     name = f"{tags['dvc_experiment']} · {stage}" if "dvc_experiment" in tags else stage
-    run = mlflow.start_run(run_name=name, tags=tags)
+    uri = tracking_uri(root, params.tracking.uri)
+    bound_http_patience(uri)  # in this process's environment, which the companion inherits
     declared = declared_params(root, stage, params)
-    mlflow.log_params(declared)
-    stage_run = StageRun(stage, run, root, executed_notebook, params.tracking.log_notebook, declared)
+    companion = Companion({"uri": uri, "experiment": params.tracking.experiment, "run_name": name, "tags": tags,
+                           "params": declared, "start_time": int(time.time() * 1000)})
+    stage_run = StageRun(stage, companion, root, executed_notebook, params.tracking.log_notebook, declared)
+    if is_server(uri):  # a team server: an unreachable one stops the stage here, not at its first log call
+        stage_run.run_id  # noqa: B018
+    _current = stage_run
     _arm_ipython(stage_run)
     return stage_run
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def _read_id(path: str) -> str:
@@ -303,29 +321,6 @@ def machine_tags() -> dict[str, str]:
     container image's clones, can share one), and a pid means something only within one boot."""
     return {"host": socket.gethostname(), "machine_id": _read_id("/etc/machine-id") or _read_id("/var/lib/dbus/machine-id"),
             "boot_id": _read_id("/proc/sys/kernel/random/boot_id"), "pid": str(os.getpid())}
-
-
-def close_orphans(experiment_id: str) -> list[str]:
-    """End as KILLED every RUNNING run of this machine whose process is gone: a stage killed by SIGKILL, the OOM killer
-    or a power cut never reaches its FAILED hook, and its run would show as RUNNING for ever. A run is this machine's
-    when its machine id matches (not only its host name); its process is gone when its pid is dead in this boot, or it
-    ran in an earlier boot. Runs without a machine id are left alone. Returns their ids."""
-    client = mlflow.MlflowClient()
-    me = machine_tags()
-    runs = client.search_runs([experiment_id], f"attributes.status = 'RUNNING' and tags.host = '{me['host']}'", max_results=1000)
-    closed = []
-    for run in runs:
-        tags = run.data.tags
-        pid = tags.get("pid", "")
-        if not me["machine_id"] or tags.get("machine_id") != me["machine_id"] or not pid.isdigit():
-            continue
-        if tags.get("boot_id") == me["boot_id"] and _alive(int(pid)):
-            continue
-        why = f"process {pid} was gone" if tags.get("boot_id") == me["boot_id"] else "it ran before this machine's last boot"
-        client.set_tag(run.info.run_id, "ended_by", f"orphan cleanup: {why} on {me['host']}")
-        client.set_terminated(run.info.run_id, "KILLED")
-        closed.append(run.info.run_id)
-    return closed
 
 
 def _arm_ipython(stage_run: StageRun) -> None:
