@@ -259,3 +259,23 @@ def test_no_test_query_enters_a_statistic_that_scores_a_dev_query(centre):
     for rows, reference in groups:  # and dev is never its own reference
         assert reference is None or not set(rows) & set(reference)
         assert reference is None or set(split[reference]) == {"dev"}
+
+
+def test_the_bridge_cross_fit_is_scikit_learns_ridge_to_the_bit():
+    """`ridge_cross_fit` does scikit-learn's arithmetic without importing it into every stage's kernel: it must give
+    `cross_val_predict(Ridge(cholesky, no intercept), cv=PredefinedSplit)`'s values bit for bit, which every
+    committed bridged catalog was computed with."""
+    from sklearn.linear_model import Ridge
+    from sklearn.model_selection import PredefinedSplit, cross_val_predict
+
+    from polarcatalog.eval.splits import species_folds
+    from polarcatalog.retrieval.vrrag import ridge_cross_fit
+
+    rng = np.random.default_rng(0)
+    for rows, width, targets, folds, alpha in ((600, 49, 80, 2, 1.0), (300, 17, 5, 3, 0.37), (90, 120, 7, 2, 10.0)):
+        species = rng.integers(0, rows // 5, rows)
+        X = np.hstack([rng.normal(size=(rows, width - 1)), np.ones((rows, 1))])
+        Y = rng.normal(size=(rows, targets))
+        fold = species_folds(species, folds, 0)
+        expected = cross_val_predict(Ridge(alpha, fit_intercept=False, solver="cholesky"), X, Y, cv=PredefinedSplit(fold))
+        assert ridge_cross_fit(X, Y, fold, alpha).tobytes() == expected.tobytes(), (rows, width, targets)

@@ -41,14 +41,41 @@ def fit_bridge(text: np.ndarray, target: np.ndarray, chunk_species: np.ndarray, 
     """Ridge map text -> image space, cross-fitted by species folds: a chunk is mapped by a model that never
     saw its species (open-vocabulary honesty). Returns (bridged chunk vectors, mean held-out cosine).
 
-    The bias is a column of ones penalised like every other weight (`fit_intercept=False`), solved by Cholesky."""
-    from sklearn.linear_model import Ridge  # heavy: sklearn costs every stage's kernel ~0.6 s of import
-    from sklearn.model_selection import PredefinedSplit, cross_val_predict
-
+    The bias is a column of ones penalised like every other weight (no separate intercept), solved by Cholesky."""
     X = np.hstack([text, np.ones((len(text), 1), text.dtype)]).astype(np.float64)
-    cv = PredefinedSplit(species_folds(chunk_species, folds, seed))
-    out = l2_normalise(cross_val_predict(Ridge(alpha, fit_intercept=False, solver="cholesky"), X, target.astype(np.float64), cv=cv))
+    out = l2_normalise(ridge_cross_fit(X, target.astype(np.float64), species_folds(chunk_species, folds, seed), alpha))
     return out, float(np.mean(np.sum(out * l2_normalise(target), axis=1)))
+
+
+def ridge_cross_fit(X: np.ndarray, Y: np.ndarray, fold: np.ndarray, alpha: float) -> np.ndarray:
+    """Each row predicted by a ridge regression fitted on the other folds' rows: the arithmetic of scikit-learn's
+    `cross_val_predict(Ridge(alpha, fit_intercept=False, solver="cholesky"), X, Y, cv=PredefinedSplit(fold))`,
+    operation for operation, primal or (more features than rows) dual, so the same bits (tests/test_retrieval.py
+    holds them side by side), without importing scikit-learn into every stage's kernel (about a second). A system
+    Cholesky cannot solve is handed to scikit-learn itself, which falls back to its SVD solver."""
+    from scipy import linalg  # heavy: scipy.linalg, for the solve only
+
+    out = np.empty((len(X), Y.shape[1]), np.float64)
+    try:
+        for f in np.unique(fold[fold != -1]):
+            test, train = np.flatnonzero(fold == f), np.flatnonzero(fold != f)
+            x, y = X[train], Y[train]
+            if x.shape[1] > x.shape[0]:  # the kernel form: (x x^T + alpha I) dual = y, coef = (x^T dual)^T
+                K = x @ x.T
+                K.flat[:: K.shape[0] + 1] += np.float64(alpha)
+                coef = (x.T @ linalg.solve(K, y, assume_a="pos", overwrite_a=False)).T
+            else:  # (x^T x + alpha I) coef^T = x^T y
+                A = x.T @ x
+                xy = x.T @ y
+                A.flat[:: A.shape[1] + 1] += np.float64(alpha)
+                coef = linalg.solve(A, xy, assume_a="pos", overwrite_a=True).T
+            out[test] = X[test] @ coef.T + 0.0  # + the intercept scikit-learn adds without one, 0.0
+    except linalg.LinAlgError:
+        from sklearn.linear_model import Ridge  # heavy: only for a system the Cholesky solve refused
+        from sklearn.model_selection import PredefinedSplit, cross_val_predict
+
+        return cross_val_predict(Ridge(alpha, fit_intercept=False, solver="cholesky"), X, Y, cv=PredefinedSplit(fold))
+    return out
 
 
 @dataclass
