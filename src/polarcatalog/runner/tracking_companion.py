@@ -32,14 +32,14 @@ import mlflow
 from mlflow.tracking.context import registry
 
 from polarcatalog.runner.nbfile import import_nbformat
-from polarcatalog.runner.tracking import EXPERIMENT_KIND, bound_http_patience, is_server, machine_tags
+from polarcatalog.runner.tracking import EXPERIMENT_KIND, is_server, machine_tags
 
 PARAMS_PER_CALL = 100  # MLflow's limit of params in one log_batch
 
 
 def open_experiment(uri: str, name: str) -> Any:
-    """The experiment `name` on the tracking store `uri`; an unreachable server named, with what to do."""
-    bound_http_patience(uri)
+    """The experiment `name` on the tracking store `uri`; an unreachable server named, with what to do. (The bounded
+    HTTP retries are in the environment the kernel set, `tracking.bound_http_patience`, which this process inherits.)"""
     mlflow.set_tracking_uri(uri)
     try:
         experiment = mlflow.set_experiment(name)
