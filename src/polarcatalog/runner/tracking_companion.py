@@ -20,6 +20,7 @@ handler can still end the run KILLED through it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -88,11 +89,18 @@ def close_orphans(experiment_id: str) -> list[str]:
     return closed
 
 
-def notebook_html(path: Path) -> str:
-    nbformat = import_nbformat()  # before nbconvert, which imports nbformat: without jsonschema's IRI grammar
+@functools.cache
+def _html_exporter() -> Any:
+    """nbconvert's HTML exporter, built once: `serve` builds it while the stage computes, so that `finish()`, which
+    the kernel waits for, only renders."""
+    import_nbformat()  # before nbconvert, which imports nbformat: without jsonschema's IRI grammar
     from nbconvert import HTMLExporter  # heavy: after import_nbformat, which must come first
 
-    html, _ = HTMLExporter(template_name="lab").from_notebook_node(nbformat.read(path, as_version=4))
+    return HTMLExporter(template_name="lab")
+
+
+def notebook_html(path: Path) -> str:
+    html, _ = _html_exporter().from_notebook_node(import_nbformat().read(path, as_version=4))
     return html
 
 
@@ -184,6 +192,7 @@ def serve(commands: TextIO, replies: TextIO) -> int:
         reply({"error": f"{type(err).__name__}: {err}"})
         return 1
     reply({"run_id": run.run_id})
+    _html_exporter()  # now, on the core the stage leaves idle, not in the `finish()` the kernel waits for
     for line in commands:
         message = json.loads(line)
         op = message.pop("op")
