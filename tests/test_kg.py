@@ -247,7 +247,7 @@ def test_an_extractor_model_runs_for_real_and_its_malformed_answers_are_counted(
     assert len(cut.triples) == 8 and cut.problems == ["article:25: 11 facts, the first 8 kept"]
 
 
-def test_the_near_duplicate_check_flags_a_resized_reencoded_copy_and_nothing_else(tmp_path):
+def test_the_near_duplicate_check_flags_a_resized_reencoded_copy_and_nothing_else(tmp_path, monkeypatch):
     """The leakage check must be able to fail: a third-size copy of a catalog image, a JPEG of it, and the same image
     recoloured are flagged as near-duplicates of it; a different drawing is not."""
     from PIL import Image, ImageDraw
@@ -273,6 +273,24 @@ def test_the_near_duplicate_check_flags_a_resized_reencoded_copy_and_nothing_els
     broken = tmp_path / "broken.png"
     broken.write_bytes(b"not an image")
     assert not near_duplicates(hashes([str(broken)]), hashes(catalog))[0].any()  # unreadable: matches nothing
+    # the kg stage keeps each image's hash in the feature cache, by its bytes: the same hashes, computed once
+    from polarcatalog.io import sha256_file
+    from polarcatalog.stages.kg import cached_hashes
+
+    from polarcatalog.stages import kg as kg_stage
+
+    paths = [copy, jpeg, recoloured, other, str(broken)]
+    shas = [sha256_file(p) for p in paths]
+    decoded: list[list[str]] = []
+    def counting(ps):
+        decoded.append(list(ps))
+        return hashes(ps)
+    monkeypatch.setattr(kg_stage, "hashes", counting)
+    for _ in range(2):
+        cached = cached_hashes(paths, shas, tmp_path / "cache")
+        assert np.ma.getdata(cached)[:4].tolist() == np.ma.getdata(hashes(paths))[:4].tolist()
+        assert np.ma.getmaskarray(cached).tolist() == [False] * 4 + [True]
+    assert decoded == [paths, [str(broken)]]  # the second time, only the unreadable one (never cached) is tried
 
 
 def test_the_label_shuffle_control_sits_at_chance_when_labels_are_shuffled():
