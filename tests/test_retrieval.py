@@ -279,3 +279,17 @@ def test_the_bridge_cross_fit_is_scikit_learns_ridge_to_the_bit():
         fold = species_folds(species, folds, 0)
         expected = cross_val_predict(Ridge(alpha, fit_intercept=False, solver="cholesky"), X, Y, cv=PredefinedSplit(fold))
         assert ridge_cross_fit(X, Y, fold, alpha).tobytes() == expected.tobytes(), (rows, width, targets)
+
+
+def test_species_means_sum_each_species_rows_in_row_order_to_the_bit():
+    """The per-species sums by bincount must be np.add.at's, bit for bit (every committed catalog used them)."""
+    from polarcatalog.retrieval.vrrag import species_means
+    from polarcatalog.vectors import l2_normalise
+
+    rng = np.random.default_rng(1)
+    vectors = rng.normal(size=(500, 33)).astype(np.float32)
+    owner = rng.integers(0, 60, 500)
+    sums = np.zeros((70, 33), np.float64)
+    np.add.at(sums, owner, vectors)
+    expected = l2_normalise(sums / np.maximum(np.bincount(owner, minlength=70), 1)[:, None])
+    assert species_means(vectors, owner, 70).tobytes() == expected.tobytes()

