@@ -127,6 +127,29 @@ def test_probe_scores_never_depend_on_the_scored_species_labels():
     assert roc_auc_score(y[:, 0], a[:, 0]) > 0.9  # a linearly decodable concept is recovered
 
 
+def test_probe_scores_kept_by_content_are_the_fitted_ones_and_a_change_refits(tmp_path, monkeypatch):
+    """The memory-quality levers keep their probe scores by content: read back, they are the fit's bytes; a changed
+    knob or label is a new fit, and a damaged file is refitted, never read."""
+    rng = np.random.default_rng(0)
+    species = np.repeat(np.arange(40), 3)
+    x = rng.normal(size=(120, 16))
+    y = (x[:, :2] > 0).astype(bool)
+    fresh = ProbeVerifier(folds=2, seed=0, dim=None).cross_fit(x, y, species, x, species)
+    cached = ProbeVerifier(folds=2, seed=0, dim=None, cache=tmp_path)
+    assert cached.cross_fit(x, y, species, x, species).tobytes() == fresh.tobytes()
+    fits = []
+    real_fit = ProbeVerifier._fit
+    monkeypatch.setattr(ProbeVerifier, "_fit", lambda self, *a: fits.append(1) or real_fit(self, *a))
+    assert cached.cross_fit(x, y, species, x, species).tobytes() == fresh.tobytes() and fits == []  # read back
+    ProbeVerifier(folds=2, c=0.5, seed=0, dim=None, cache=tmp_path).cross_fit(x, y, species, x, species)
+    flipped = y.copy()
+    flipped[0, 0] = ~flipped[0, 0]
+    cached.cross_fit(x, flipped, species, x, species)
+    assert fits == [1, 1]  # another C, another label: each fitted
+    (tmp_path / f"{cached._key((x, y, species, x, species))}.npy").write_bytes(b"damaged")
+    assert cached.cross_fit(x, y, species, x, species).tobytes() == fresh.tobytes() and fits == [1, 1, 1]
+
+
 def test_zero_shot_verifier_is_the_yes_no_softmax_of_prompt_cosines(tiny_clip_name, tmp_path):
     from polarcatalog.encoders import create_encoder
     from polarcatalog.features.encode import encode_texts

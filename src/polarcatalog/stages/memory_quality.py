@@ -29,6 +29,11 @@ from polarcatalog.memory.constraints import Strength  # noqa: E402
 from polarcatalog.memory.memories import QUALITY, Memory, degraded_memory, edge_quality  # noqa: E402
 from polarcatalog.memory.polar_sweeps import PolarSetup  # noqa: E402
 from polarcatalog.memory.verifiers import ProbeVerifier  # noqa: E402
+from polarcatalog.paths import FEATURE_CACHE  # noqa: E402
+
+# the levers' probe scores, kept by content beside the feature vectors (`make clean-features` empties both): a rerun
+# for a retrieval param refits none of them
+PROBE_CACHE = FEATURE_CACHE / "probe-scores"
 
 PATHS = {"precision": ("has_precision", "not_has_precision"), "recall": ("has_recall", "not_has_recall"), "both": QUALITY}
 ACCURACY = "target mRR@1"
@@ -132,7 +137,7 @@ def memory_levers(setup: PolarSetup, graph: Graph, levers: list[str], protocol: 
     rows = [row("as configured", setup)]
     for spec in levers:
         g = graph.model_copy(update=probe_lever(spec))
-        rows.append(row(spec, replace(setup, scores=ProbeVerifier(g.probe_folds, g.probe_c, g.seed, g.probe_dim).score(setup.inputs))))
+        rows.append(row(spec, replace(setup, scores=ProbeVerifier(g.probe_folds, g.probe_c, g.seed, g.probe_dim, PROBE_CACHE).score(setup.inputs))))
     for r in rows:
         r["dev gain"] = pq.difference(r["_hit"], rows[0]["_hit"], "dev").record("dev") | {"strength": configured}
     return pd.DataFrame(rows).drop(columns="_hit")

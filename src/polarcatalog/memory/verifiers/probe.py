@@ -4,6 +4,12 @@ ground-truth labels, and the reports say so."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import tempfile
+from importlib.metadata import version
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -17,13 +23,46 @@ if TYPE_CHECKING:  # annotations only: the inputs module pulls in the data layer
 
 
 class ProbeVerifier:
-    def __init__(self, folds: int = 2, c: float = 1.0, seed: int = 0, dim: int | None = 256):
-        self.folds, self.c, self.seed, self.dim = folds, c, seed, dim
+    """`cache`: a folder where the scores of each probe fit are kept by the content of everything they depend on (the
+    arrays, the knobs, this file's code, scikit-learn's version), so a stage rerun for a param the probes do not read
+    (a retrieval λ) reads them back instead of refitting hundreds of probes; None computes every time."""
+
+    def __init__(self, folds: int = 2, c: float = 1.0, seed: int = 0, dim: int | None = 256, cache: Path | None = None):
+        self.folds, self.c, self.seed, self.dim, self.cache = folds, c, seed, dim, cache
 
     def cross_fit(self, train_x: np.ndarray, train_y: np.ndarray, train_species: np.ndarray,
                   score_x: np.ndarray, score_species: np.ndarray) -> np.ndarray:
         """Scores [n_score, C] in [0, 1]: rows of a species in fold f are scored by probes fit on the other folds.
         A concept that is constant in a training fold gets that constant as its probability."""
+        arrays = (train_x, train_y, train_species, score_x, score_species)
+        path = None if self.cache is None else Path(self.cache) / f"{self._key(arrays)}.npy"
+        if path is not None and path.is_file():
+            try:
+                kept = np.load(path, allow_pickle=False)
+            except (OSError, ValueError):  # a damaged file: derived data, refitted below and written again
+                kept = None
+            if kept is not None and kept.shape == (len(score_x), train_y.shape[1]) and np.isfinite(kept).all():
+                return kept
+        out = self._fit(*arrays)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as tmp:
+                np.save(tmp, out, allow_pickle=False)
+            os.replace(tmp.name, path)  # whole or not at all: two stages writing the same key write the same bytes
+        return out
+
+    def _key(self, arrays: tuple[np.ndarray, ...]) -> str:
+        h = hashlib.sha256(json.dumps({"folds": self.folds, "c": self.c, "seed": self.seed, "dim": self.dim,
+                                       "sklearn": version("scikit-learn"), "numpy": np.__version__}).encode())
+        h.update(Path(__file__).read_bytes())  # a change to the probes' code is a new key
+        for a in arrays:
+            a = np.ascontiguousarray(a)
+            h.update(f"{a.dtype.str}{a.shape}".encode())
+            h.update(a.view(np.uint8).reshape(-1) if a.size else b"")
+        return h.hexdigest()
+
+    def _fit(self, train_x: np.ndarray, train_y: np.ndarray, train_species: np.ndarray,
+             score_x: np.ndarray, score_species: np.ndarray) -> np.ndarray:
         from sklearn.decomposition import PCA  # heavy: sklearn costs every stage ~0.7 s of import
         from sklearn.linear_model import LogisticRegression
 
