@@ -97,6 +97,13 @@ SHADES = ("dark", "light", "pale", "bright", "deep")  # "dark blue" is a blue, n
 # A type name that is also an everyday word ("a normal-looking yellow one"): a type only when said as one ("normal
 # type", "normal-type", "type normal", "normal Pokémon"); said alone it is reported as a word read as no concept.
 EVERYDAY_TYPES = ("normal",)
+# Words of a typed constraint that are neither concepts nor worth reporting: a plural of "type", and what "can't"
+# leaves of "can" once "n't" is read as "not".
+CONSTRAINT_FILLER = frozenset({"types", "ca", "can", "must", "should", "could", "be", "being"})
+# Words that say "not" in a way `parse_constraint` does not rewrite: left unread, the concept after them would be read
+# as wanted, so a constraint holding one is refused instead.
+UNREAD_NEGATIONS = frozenset("minus sans unlike barring bar besides excepting omitting omit lacked unless instead "
+                             "isnot aint nope nothing none".split())
 
 
 def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
@@ -105,12 +112,22 @@ def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
     "fire-free", and a shade word before a colour — each of which otherwise turned an exclusion into a requirement —
     and "normal" as an everyday word (EVERYDAY_TYPES), which otherwise added the normal type to the constraint."""
     s = normalise_text(text).replace("\u2019", "'").replace("\u2018", "'")
-    s = re.sub(r"\b(?:other than|apart from|except for|except|excluding|excludes|exclude)\b", " not ", s)
+    s = re.sub(r"\b(?:other than|apart from|except for|except|excluding|excludes|exclude|anything but|everything but|"
+               r"cannot|can not|avoiding|avoids|avoid|never)\b", " not ", s)
+    s = re.sub(r"(?<![\w/])w/o\b|\b(?:free of|lacks|lack)\b", " without ", s)
+    s = re.sub(r"\bnot-", "not ", s)  # "not-yellow": the alias inside the hyphenated word would be read as wanted
+    # a post-positive exclusion ("fire types excluded", "a pokemon, fire excluded") negates its own clause
+    s = re.sub(r"(^|[,;])([^,;]*?)\s+(?:excluded|not allowed|not wanted)\b", r"\1 not \2 ,", s)
     s = re.sub(r"\b([\w]+)-(?:free|less)\b", r"without \1 ,", s)  # its own clause: "fire-free red" wants red
     colours = sorted({normalise_text(a) for c in vocab if c.group == "colour" for a in c.aliases}, key=len, reverse=True)
     if colours:
         s = re.sub(r"\b(?:" + "|".join(SHADES) + r")[ -](?=(?:" + "|".join(map(re.escape, colours)) + r")\b)", "", s)
     s = re.sub(r"(?<!\btype )\b(" + "|".join(EVERYDAY_TYPES) + r")\b(?![ -](?:types?|pokemon)\b)", r"\1_", s)
     q = parse_text(s, vocab)
+    cues = [w for w in q.unread if w in UNREAD_NEGATIONS]
+    if cues:  # an exclusion this parser cannot place: read as a wanted concept, it would flip the constraint
+        raise ValueError(f"--where {text!r}: {', '.join(repr(w) for w in cues)} reads like an exclusion, which this "
+                         "parser does not know how to apply; say it with 'not' or 'without' (e.g. 'a yellow Pokémon "
+                         "that is not an electric type')")
     return replace(q, unread=tuple(dict.fromkeys(re.sub(r"\b(" + "|".join(EVERYDAY_TYPES) + r")_", r"\1", w)
-                                                 for w in q.unread)))
+                                                 for w in q.unread if w not in CONSTRAINT_FILLER)))
