@@ -52,6 +52,12 @@ def test_out_inside_a_stage_output_or_naming_a_file_is_refused_before_any_work(t
     with pytest.raises(ValueError, match=r"results.txt is a file, so no folder can be made there"):
         folder_eval.check_out(tmp_path / "results.txt" / "out", ROOT)  # was 'Not a directory', after all the encoding
     folder_eval.check_out(ROOT / "reports" / "evaluate" / "mine", ROOT)  # the default place is fine
+    # inside the query folder, the next run read this run's quarantined copies and results as queries (2 -> 4 -> 6)
+    (tmp_path / "q").mkdir()
+    for out in (tmp_path / "q" / "results", tmp_path / "q"):
+        with pytest.raises(ValueError, match=r"is inside --queries .*: the next run would read this run's results"):
+            folder_eval.check_out(out, ROOT, tmp_path / "q")
+    folder_eval.check_out(tmp_path / "q_results", ROOT, tmp_path / "q")  # beside it is fine
 
 
 def test_a_second_run_to_the_same_out_is_refused_while_the_first_holds_it(tmp_path):

@@ -53,6 +53,11 @@ def test_cli_evaluate_runs_the_kg_experiment_on_a_users_folder(repo, tmp_path):
     printed = {line.split(": ", 1)[0]: line.split(": ", 1)[1] for line in out.splitlines() if line.startswith(tuple(pred["query_id"]))}
     for qid, added in zip(pred["query_id"], pred["bridged_names"].map(ast.literal_eval)):
         assert printed[qid].count(" [kg]") == len(added), printed[qid]  # the graph's species are marked, all shown
+    # k + B above ten: each list still holds the whole evidence set its numbers were computed on (it was cut at 10)
+    run_ok([cli, "evaluate", "--queries", str(q), "--kgret", "8", "--out", str(tmp_path / "b8")], root, env)
+    wide = pd.read_csv(tmp_path / "b8/predictions.csv")
+    for listed, added in zip(wide["predicted_names"].map(ast.literal_eval), wide["bridged_names"].map(ast.literal_eval)):
+        assert len(listed) == 5 + len(added) and set(added) <= set(listed), (listed, added)
     # composed with a constraint: the same evidence sets, re-ordered by the polarized memory (hard: no conflict first)
     run_ok([cli, "evaluate", "--queries", str(q), "--kgret", "2", "--where", "a green Pokémon that is not a fire type",
          "--strength", "hard", "--out", str(tmp_path / "w")], root, env)

@@ -348,10 +348,16 @@ def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def check_out(out: Path, root: Path) -> None:
-    """Refuse an output folder that is (or lies under) a file, or that lies inside a pipeline stage's output (DVC
-    deletes and rewrites those: `--out data/features` would mix results into the feature cache), before any image is
+def check_out(out: Path, root: Path, queries: Path | None = None) -> None:
+    """Refuse an output folder that is (or lies under) a file, that lies inside a pipeline stage's output (DVC
+    deletes and rewrites those: `--out data/features` would mix results into the feature cache), or that lies inside
+    the query folder (the next run would read its quarantined copies and results as queries), before any image is
     encoded."""
+    if queries is not None and queries.is_dir() and (out.resolve() == queries.resolve()
+                                                     or queries.resolve() in out.resolve().parents):
+        raise ValueError(f"--out {out} is inside --queries {queries}: the next run would read this run's results and "
+                         "quarantined copies as query images; give a folder outside it (default "
+                         "reports/evaluate/<folder name>)")
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out}: a file, not a folder; give a folder (default reports/evaluate/<folder name>)")
     above = next((p for p in out.absolute().parents if p.exists() and not p.is_dir()), None)
@@ -468,7 +474,7 @@ def evaluate_folder(params: Params, root: Path, folder: Path, labels: Path | Non
     `kgret`: B, the kg stage's experiment on this folder: the first-stage top-k plus up to B species bridged by the
     knowledge graph, ordered by the re-ranker (the kg stage's answerer), with the budget-matched top-(k+B) beside it.
     `config`: the `configuration` that scored it (values and where each came from), recorded in metrics.json."""
-    check_out(out, root)
+    check_out(out, root, folder)
     with claim(out):
         return _evaluate_claimed(params, root, folder, labels, out, where, anchor_scale, kgret, config)
 
@@ -528,14 +534,15 @@ def _evaluate_claimed(params: Params, root: Path, folder: Path, labels: Path | N
     names = ws.species.set_index("species_id")["name"]
     gold = q["species_id"].fillna(-1).astype(int).to_numpy()
     ranks = gold_ranks(species, gold, keys)  # pessimistic ties, like every metric of the pipeline
-    top = max(rp.k, 10)
+    top = max(rp.k, 10) if kgret is None else max(rp.k + kgret, 10)  # --kgret: the whole evidence set, k + B
     pred = pd.DataFrame({
         "query_id": q["query_id"],
         "label": q["label"],
         "gold_species_id": q["species_id"],
         "gold_name": q["species_id"].map(names),
         "gold_rank": np.where(gold >= 0, ranks, np.nan),
-        # the first max(k, 10) candidates; padding (a catalog smaller than the list) dropped
+        # the first max(k, 10) candidates (--kgret: the k + B of the evidence set); padding (a catalog smaller than
+        # the list) dropped
         "predicted_ids": [r[: top][r[: top] >= 0].tolist() for r in species],
         "predicted_names": [[names.get(x, "?") for x in r[: top] if x >= 0] for r in species],
         "s": [r[: top][sp[: top] >= 0].round(4).tolist() for r, sp in zip(s, species)],
