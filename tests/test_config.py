@@ -224,6 +224,10 @@ def test_cli_rejects_a_negative_soft_penalty_like_params_do(tmp_path):
     (["--strength", "hard"], "--strength applies to a --where constraint; give --where too"),
     (["--set", "dataset.species_limit=20"], "--set dataset.species_limit: evaluate does not read it"),
     (["--set", "tracking.experiment=x"], "--set tracking.experiment: evaluate does not read it"),
+    # a typo is an unknown key, not a catalog setting to change with `dvc exp run` (that advice failed)
+    (["--set", "foo.bar=1"], "unknown"),
+    (["--set", "Retrieval.lam=0.5"], "unknown"),
+    (["--set", "reader.model=x"], "reader is for the pipeline's stages"),
     (["--set", "graph.constraint=hard"], "--set graph.constraint: the graph's settings apply with --where only"),
     (["--set", "kg.hops=2"], "--set kg.hops: the knowledge graph's settings apply with --kgret only"),
     (["--set", "encoders.anchor_scale=null"], "evaluate sees the catalog anchors at --anchor-scale"),
@@ -409,3 +413,14 @@ def test_a_partial_params_file_is_refused_naming_the_keys_it_lacks(tmp_path, mon
     (tmp_path / "mine.yaml").write_text(yaml.safe_dump(full))
     res = CliRunner().invoke(app, args)
     assert "not a full params file" not in res.output
+
+
+def test_check_params_refuses_a_profile_overlay_as_a_params_file():
+    """It exited 0 and printed the built-in defaults filled in around the overlay's keys: values no run would use."""
+    from typer.testing import CliRunner
+
+    from polarcatalog.cli.main import app
+
+    res = CliRunner().invoke(app, ["check-params", "--params", str(ROOT / "params.birds-offline.yaml")])
+    assert res.exit_code == 2 and "is the birds-offline profile's overlay" in res.output
+    assert "check it with --profile birds-offline" in " ".join(res.output.split())

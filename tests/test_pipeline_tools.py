@@ -244,10 +244,11 @@ def test_team_mode_a_stage_runs_against_postgresql_and_a_tracking_server(repo, t
         assert int(count) == 1 + len(top_k)
 
         # the database goes down mid-stage, the server stays up (and answers 503): the stage must stop within a
-        # minute or so and say so, where MLflow's default retries keep it silent for about ten minutes
+        # minute or so and say so, where MLflow's default retries keep it silent for about ten minutes (the companion
+        # logs in the background: the failure reaches the stage at its next wait, `finish()` at the latest)
         code = ("from polarcatalog.config import load_params\nfrom polarcatalog.runner.tracking import start_stage\n"
                 "run = start_stage('05_ablate.ipynb', load_params('params.yaml'), item='top_k')\n"
-                "print('started', flush=True)\ninput()\nrun.log_metrics({'answer': 1.0})\n")
+                "print('started', flush=True)\ninput()\nrun.log_metrics({'answer': 1.0})\nrun.finish()\n")
         stage_env = {k: v for k, v in env.items() if not k.startswith("MLFLOW_HTTP_")} | {"MLFLOW_TRACKING_URI": url}
         stage = subprocess.Popen([sys.executable, "-c", code], cwd=root, env=stage_env, stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

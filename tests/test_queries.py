@@ -18,6 +18,14 @@ def _img(path):
     Image.new("RGB", (16, 16), tuple(zlib.crc32(path.as_posix().encode()).to_bytes(4, "big")[:3])).save(path)
 
 
+def test_jfif_and_ico_files_are_read_as_the_images_they_are(tmp_path):
+    """A `.jfif` (a JPEG, as browsers save them) and an `.ico` (which Pillow reads) were skipped as not images."""
+    Image.new("RGB", (32, 32), "red").save(tmp_path / "a.jfif", "JPEG")
+    Image.new("RGB", (32, 32), "blue").save(tmp_path / "b.ico", "ICO")
+    found = read_query_folder(tmp_path, SPECIES)
+    assert sorted(found.rows["query_id"]) == ["a.jfif", "b.ico"] and found.not_images == []
+
+
 def test_labels_from_species_folders_by_id_name_or_slug(tmp_path):
     for rel in ("bulbasaur/a.png", "4/b.jpg", "MR. MIME/c.png", "missingno/d.png", "loose.png"):
         _img(tmp_path / rel)
@@ -30,8 +38,8 @@ def test_labels_from_species_folders_by_id_name_or_slug(tmp_path):
     assert pd.isna(df.loc["missingno/d.png", "species_id"]) and df.loc["missingno/d.png", "label"] == "missingno"
     assert pd.isna(df.loc["loose.png", "species_id"]) and pd.isna(df.loc["loose.png", "label"])
     assert found.not_images == ["notes.txt"]  # skipped, and said so
-    assert found.notes() == ["1 file(s) skipped, not images by their suffix (.bmp, .gif, .jpeg, .jpg, .png, .tif, "
-                             ".tiff, .webp): notes.txt",
+    assert found.notes() == ["1 file(s) skipped, not images by their suffix (.bmp, .gif, .ico, .jfif, .jpe, .jpeg, "
+                             ".jpg, .png, .tif, .tiff, .webp): notes.txt",
                              "1 hidden file(s) or folder(s) skipped (names starting with `.`, such as macOS's .DS_Store "
                              "and ._ files; rename one to use it): .DS_Store",
                              "1 image(s) without a label (outside a species sub-folder, or no row in --labels): ranked, "

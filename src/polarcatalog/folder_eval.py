@@ -202,9 +202,24 @@ def unread_override(key: str, constraint: bool, kg: bool) -> str | None:
         return None if constraint else f"--set {key}: the graph's settings apply with --where only"
     if section == "kg":
         return None if kg else f"--set {key}: the knowledge graph's settings apply with --kgret only"
-    return (f"--set {key}: evaluate does not read it (it reads retrieval, encoders, eval and dataset.seed; graph with "
-            f"--where, kg with --kgret); it shapes the catalog the pipeline built: `dvc exp run -S {key}=...`, then "
-            "evaluate again")
+    if not _known_key(key):
+        return None  # a typo: validation names it as an unknown key, with the allowed ones
+    reads = "it reads retrieval, encoders, eval and dataset.seed; graph with --where, kg with --kgret"
+    if section in ("dataset", "curate"):
+        return (f"--set {key}: evaluate does not read it ({reads}); it shapes the catalog the pipeline built: "
+                f"`dvc exp run -S {key}=...`, then evaluate again")
+    return f"--set {key}: evaluate does not read it ({reads}; {section} is for the pipeline's stages)"
+
+
+def _known_key(key: str) -> bool:
+    """Whether `key` names a params field (a section's, or a nested one's)."""
+    model: Any = Params
+    for part in key.split("."):
+        fields = getattr(model, "model_fields", None)
+        if not isinstance(fields, dict) or part not in fields:
+            return False
+        model = fields[part].annotation
+    return True
 
 
 def configuration(params: Params, params_file: Path, overrides: dict[str, Any], constraint: bool = False,

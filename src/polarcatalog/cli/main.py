@@ -52,6 +52,11 @@ def check_params(
                                 "requested CUDA device is visible); --no-device checks a GPU profile's params on a laptop"),
 ) -> None:
     """Validate a params file; print the resolved params as JSON, or each bad key and exit 2."""
+    overlay = _overlay_of(params, repo_root(params.resolve().parent))
+    if overlay and not profile:  # it validated against the built-in defaults and printed values no run would use
+        typer.echo(f"error: --params {params} is the {overlay} profile's overlay (only the keys it changes, applied on "
+                   f"top of params.yaml), not a params file; check it with --profile {overlay}", err=True)
+        raise typer.Exit(2)
     try:
         p = profiles.resolve(profile, params.parent)[0] if profile else load_params(params)
     except ParamsError as err:
@@ -231,9 +236,8 @@ def _project_root(params: Path) -> Path:
     else:
         raise ValueError(f"--params {params}: neither it nor the working folder is inside a PolarCatalog project (a folder "
                          "with dvc.yaml and params.yaml); run evaluate from the project")
-    overlays = {(root / prof.overlay).resolve(): name for name, prof in profiles.PROFILES.items()}
-    if params.resolve() in overlays:
-        name = overlays[params.resolve()]
+    name = _overlay_of(params, root)
+    if name:
         raise ValueError(f"--params {params} is the {name} profile's overlay (only the keys it changes, applied on top "
                          "of params.yaml), not a params file; give --params params.yaml, with --set for a value to change")
     return root
@@ -250,6 +254,12 @@ def _keys_lacking(params: Path, root: Path, constraint: bool, kg: bool) -> list[
     return [key for key in flatten(read_params_yaml(project))
             if key not in given and not any(key.startswith(f"{g}.") for g in given)
             and unread_override(key, constraint, kg) is None]
+
+
+def _overlay_of(params: Path, root: Path) -> str | None:
+    """The profile whose overlay `params` is (a file of only the keys the profile changes), or None."""
+    overlays = {(root / prof.overlay).resolve(): name for name, prof in profiles.PROFILES.items()}
+    return overlays.get(params.resolve())
 
 
 def _with_strength(params: Path, overrides: dict, strength: str) -> Params:

@@ -18,7 +18,7 @@ import pandas as pd
 from polarcatalog.data.names import name_key
 from polarcatalog.io import sha256_file
 
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp", ".tif", ".tiff"}
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".gif", ".bmp", ".webp", ".tif", ".tiff", ".ico"}
 
 
 def _species_lookup(species: pd.DataFrame) -> dict[str, int]:
