@@ -174,3 +174,11 @@ def test_a_zero_width_interval_is_said_to_be_no_certainty():
         text = folder_eval.EvaluateResult(pred, {"labelled": labelled, "labelled_ci": {
             "species": 8, "level": 0.95, "metrics": metrics}}, []).render()
         assert said in text and unsaid not in text, text
+
+
+def test_a_gold_species_outside_the_candidates_is_said_so_not_rank_inf():
+    pred = pd.DataFrame({"query_id": ["a.png", "b.png"], "gold_name": ["Golurk", "Pikachu"], "gold_rank": [np.inf, 2.0],
+                         "predicted_names": [["Pichu"], ["Raichu", "Pikachu"]], "states": [[0], [0, 0]]})
+    text = folder_eval.EvaluateResult(pred, None, []).render()
+    assert "a.png: Pichu (gold: Golurk, not among the retrieved candidates)" in text and "rank inf" not in text
+    assert "b.png: Raichu, Pikachu (gold: Pikachu, rank 2)" in text

@@ -107,7 +107,8 @@ class EvaluateResult:
                              f"of these kinds: {', '.join(c.facets)}")
             lines += c.quality_lines()
         for row in self.predictions.itertuples():
-            gold = f" (gold: {row.gold_name}, rank {row.gold_rank:g})" if isinstance(row.gold_name, str) else ""
+            place = f"rank {row.gold_rank:g}" if np.isfinite(row.gold_rank) else "not among the retrieved candidates"
+            gold = f" (gold: {row.gold_name}, {place})" if isinstance(row.gold_name, str) else ""
             added = set(getattr(row, "bridged_names", None) or [])  # --kgret: the whole evidence set, the graph's marked
             shown = len(row.predicted_names) if added else show
             named = ", ".join(n + STATE_MARK[m] + (" [kg]" if n in added else "")
