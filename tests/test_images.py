@@ -113,3 +113,18 @@ def test_an_animation_whose_first_frame_is_blank_is_read_at_its_first_frame_with
     starts = tmp_path / f"starts.{suffix}"
     subject.save(starts, fmt, save_all=True, append_images=[other], duration=100, loop=0)
     assert load_rgb(starts).getpixel((16, 16)) == (200, 30, 30)  # frame 0, not a later one
+
+
+def test_a_huge_image_is_reduced_after_decoding_not_analysed_at_full_size(tmp_path):
+    """An 8000 x 10015 PNG cost 5.9 GB of memory and 54 s in `evaluate`: the subject analysis ran at full resolution
+    for every view. It is box-averaged by a whole factor to at most MAX_SIDE; an image within it is untouched."""
+    from polarcatalog.data.images import MAX_SIDE
+
+    big = Image.new("RGB", (5000, 4100), "white")
+    big.paste((200, 30, 30), (1000, 1000, 4000, 3000))
+    big.save(tmp_path / "big.png")
+    im = load_rgb(tmp_path / "big.png")
+    assert im.size == (1667, 1367) and max(im.size) <= MAX_SIDE  # reduced by 3
+    assert im.getpixel((800, 700)) == (200, 30, 30) and im.getpixel((10, 10)) == (255, 255, 255)
+    Image.new("RGB", (2048, 300), "red").save(tmp_path / "edge.png")
+    assert load_rgb(tmp_path / "edge.png").size == (2048, 300)

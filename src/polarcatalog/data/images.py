@@ -15,6 +15,10 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 WHITE = (255, 255, 255)
 MIN_SIDE = 8  # px; smaller is not an image of a species
+# Longest side kept after decoding. The subject analysis (`regions`: background, pixel blocks, content box) runs at
+# full resolution for every view: an 8000 x 10000 photo cost 5.9 GB and a minute, for views of a few hundred px.
+# No catalog image comes near it (the largest, a reference bird photo, is 1123 px).
+MAX_SIDE = 2048
 MAX_ASPECT = 32  # longest side / shortest side; an 8x40000 strip is no species image, and squaring it needs 40000² px
 
 
@@ -86,6 +90,8 @@ def load_rgb(path: str | Path, background: tuple[int, int, int] = WHITE, at_leas
         raise BadImageError(path, "too large to decode in the memory available") from None
     except (ValueError, SyntaxError, EOFError) as exc:
         raise BadImageError(path, f"undecodable: {exc}") from None
+    if max(rgb.size) > MAX_SIDE:  # box-averaged by a whole factor: the encoders see 192-448 px anyway
+        rgb = rgb.reduce(-(-max(rgb.size) // MAX_SIDE))
     if min(rgb.size) < MIN_SIDE:
         raise BadImageError(path, f"too small: {rgb.size[0]}x{rgb.size[1]} px (< {MIN_SIDE})")
     return rgb
