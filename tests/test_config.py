@@ -424,3 +424,14 @@ def test_check_params_refuses_a_profile_overlay_as_a_params_file():
     res = CliRunner().invoke(app, ["check-params", "--params", str(ROOT / "params.birds-offline.yaml")])
     assert res.exit_code == 2 and "is the birds-offline profile's overlay" in res.output
     assert "check it with --profile birds-offline" in " ".join(res.output.split())
+
+
+def test_a_check_across_keys_names_the_values_without_dumping_every_param():
+    """`--set retrieval.reranker=None` printed several hundred characters of the whole params dict after the reason."""
+    from polarcatalog.config import ParamsError, load_params
+
+    with pytest.raises(ParamsError) as err:
+        load_params(ROOT / "params.yaml", {"retrieval.reranker": "None"})
+    text = str(err.value)
+    assert "retrieval uses ['None']" in text and "YAML's empty value is null" in text
+    assert "ablations" not in text and len(text) < 600, text

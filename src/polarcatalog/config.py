@@ -473,7 +473,11 @@ def _format(err: ValidationError, source: str, overridden: Iterable[str] = ()) -
             lines.append(f"  - {key}: unknown key; allowed keys here: {', '.join(_allowed(loc))}{origin}")
         else:
             msg = e["msg"].removeprefix("Value error, ")
-            lines.append(f"  - {key}: {msg} (got {reprlib.repr(e.get('input'))}){origin}")  # bounded: never the whole value
+            # a check across keys gets the whole section (or all params) as its input: the message names the values
+            got = "" if isinstance(e.get("input"), dict) else f" (got {reprlib.repr(e.get('input'))})"  # bounded
+            if "'None'" in msg:  # `--set retrieval.reranker=None`: the string 'None', not YAML's null
+                msg += " ('None' is text here; YAML's empty value is null)"
+            lines.append(f"  - {key}: {msg}{got}{origin}")
     return "\n".join(lines)
 
 
