@@ -91,3 +91,15 @@ def test_verify_runs_on_the_whole_checkout_from_a_subfolder_and_refuses_where_th
     subprocess.run(["git", "init", "-q"], cwd=outside, check=True)
     ok, text = verify.report(outside)
     assert not ok and text.startswith("nothing to verify")
+
+
+def test_a_difference_in_text_alone_says_every_number_is_the_commits(tmp_path):
+    """After code changed and the results were not recommitted, verify said "r.md: text only" and no more: whether a
+    number moved was left to the reader."""
+    root = _repo(tmp_path)
+    (root / "reports/r.md").write_text("# Results (at another code commit)\n")
+    ok, text = verify.report(root)
+    assert not ok and "every number is the commit's; only text differs" in text
+    (root / "reports/r.json").write_text(json.dumps({"test": {"value": 0.31, "ci_low": 0.28, "ci_high": 0.32, "n": 100},
+                                                     "edges": 3303}))
+    assert "every number is the commit's" not in verify.report(root)[1]

@@ -156,4 +156,8 @@ def report(folder: Path) -> tuple[bool, str]:
     worst = max((d.largest_vs_ci for d in diffs if d.largest_vs_ci is not None), default=None)
     head = (f"not reproduced: {len(diffs)} of {len(results)} committed results differ from the commit"
             + (f"; the largest difference is {worst:.3g} of its 95 % CI's width" if worst is not None else ""))
-    return False, "\n".join([head, *(f"  {d.text()}" for d in diffs)])
+    tail = []
+    if all(d.what == "text only" and not d.unmatched for d in diffs):
+        tail = ["every number is the commit's; only text differs (a lock file's code hashes, the code commit a report "
+                "names): code changed after these results were committed; commit the rerun's files to record it"]
+    return False, "\n".join([head, *(f"  {d.text()}" for d in diffs), *tail])
