@@ -435,3 +435,14 @@ def test_a_check_across_keys_names_the_values_without_dumping_every_param():
     text = str(err.value)
     assert "retrieval uses ['None']" in text and "YAML's empty value is null" in text
     assert "ablations" not in text and len(text) < 600, text
+
+
+def test_experiments_refuses_a_table_width_no_table_fits():
+    """`experiments --width 0` and `--width -5` were accepted silently."""
+    from typer.testing import CliRunner
+
+    from polarcatalog.cli.main import app
+
+    for width in ("0", "-5", "39"):
+        res = CliRunner().invoke(app, ["experiments", "--width", width])
+        assert res.exit_code == 2 and "--width" in res.output

@@ -95,7 +95,7 @@ def verify() -> None:
 
 
 @app.command()
-def experiments(width: int = typer.Option(160, help="table width in columns")) -> None:
+def experiments(width: int = typer.Option(160, min=40, help="table width in columns (at least 40)")) -> None:
     """The DVC experiments as one short table: name, what each changed against its baseline commit, test mRR@1 [95%
     CI] (and the reader's accuracy when a reader ran). `dvc exp show` has every param and metric."""
     try:
