@@ -233,6 +233,11 @@ def test_cli_rejects_a_negative_soft_penalty_like_params_do(tmp_path):
     (["--set", "encoders.anchor_scale=null"], "evaluate sees the catalog anchors at --anchor-scale"),
     (["--set", "encoders.flips=false"], "--set encoders.flips: evaluate does not read it (the embed stage decided"),
     (["--set", "eval.dev_fraction=0.9"], "--set eval.dev_fraction: evaluate does not read it"),
+    (["--set", "retrieval.reference_folds=3"], "--set retrieval.reference_folds: evaluate does not read it"),
+    # an empty value is YAML's null: `reranker=` (an unset shell variable) turned the re-ranker off without a word
+    (["--set", "retrieval.reranker="], "the value is empty; give one, or `retrieval.reranker=null` to unset it"),
+    # B = 0 bridges nothing; its list was the first-stage top-k, not what a plain run prints
+    (["--kgret", "0"], "--kgret 0 adds no species"),
     (["--set", "encoders.device=cuda"], "encoders.device = cuda, but torch sees no GPU on this machine"),
     (["--anchor-scale", "²"], "--anchor-scale '²': use auto, catalog or a size in px"),
     (["--show", "0"], "Invalid value for '--show'"),

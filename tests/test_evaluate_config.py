@@ -51,3 +51,20 @@ def test_folder_interval_is_a_species_bootstrap_around_the_point_value():
     assert all(r["ci_low"] <= r["value"] <= r["ci_high"] and r["ci_low"] < r["ci_high"] for r in m.values())
     same = folder_intervals(np.ones(4), np.arange(4), params)["metrics"]["mRR@1"]
     assert same["ci_low"] == same["ci_high"] == 1.0  # every query right: no spread to resample
+
+
+def test_a_set_key_of_a_switched_off_part_is_marked_as_changing_nothing():
+    """`--set retrieval.ivf_nlist=64` under `index: flat` (and the like) changed no score, yet the line marked it
+    `(--set)` like a value that did: a sweep over it read as a null result of the knob."""
+    params = load_params(ROOT / "params.yaml")
+    assert params.retrieval.index == "flat" and params.retrieval.chunks == "anchors"  # the committed configuration
+    overrides = {"retrieval.ivf_nlist": 64, "retrieval.bridge_alpha": 10.0, "retrieval.k": 3}
+    p = load_params(ROOT / "params.yaml", overrides)
+    line = configuration_text(configuration(p, ROOT / "params.yaml", overrides))
+    assert "retrieval.ivf_nlist = 64 (--set; changes nothing here: retrieval.index is flat)" in line
+    assert "retrieval.bridge_alpha = 10.0 (--set; changes nothing here: retrieval.chunks is anchors)" in line
+    assert "retrieval.k = 3 (--set)" in line
+    ivf = {**overrides, "retrieval.index": "ivf", "retrieval.reranker": None, "retrieval.lam": 0.2}
+    config = configuration(load_params(ROOT / "params.yaml", ivf), ROOT / "params.yaml", ivf)
+    assert config["retrieval.ivf_nlist"]["source"] == "--set"  # an IVF index reads it
+    assert config["retrieval.lam"]["source"] == "--set; changes nothing here: retrieval.reranker is null"

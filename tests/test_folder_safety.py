@@ -182,3 +182,14 @@ def test_a_gold_species_outside_the_candidates_is_said_so_not_rank_inf():
     text = folder_eval.EvaluateResult(pred, None, []).render()
     assert "a.png: Pichu (gold: Golurk, not among the retrieved candidates)" in text and "rank inf" not in text
     assert "b.png: Raichu, Pikachu (gold: Pikachu, rank 2)" in text
+
+
+def test_the_printed_metrics_are_in_percent_like_every_report():
+    """`evaluate` printed mRR@1 0.283 where the reports and `polarcatalog experiments` print 28.3: one unit in what a
+    person reads (metrics.json keeps fractions, as MLflow does)."""
+    labelled = {"n": 6, "mRR@1": 0.5, "mRR@5": 0.6125, "mRR@10": 0.6167, "R@10": 5 / 6, "acc@1": 0.5}
+    ci = {"species": 5, "level": 0.95, "metrics": {"mRR@1": {"value": 0.5, "ci_low": 0.1667, "ci_high": 0.8333}}}
+    pred = pd.DataFrame(columns=["query_id", "gold_name", "gold_rank", "predicted_names", "states"])
+    text = folder_eval.EvaluateResult(pred, {"labelled": labelled, "labelled_ci": ci}, []).render()
+    assert "6 labelled queries, in %: mRR@1 50.0  mRR@5 61.3  mRR@10 61.7  R@10 83.3  acc@1 50.0" in text, text
+    assert "mRR@1 [16.7, 83.3]" in text and "0.500" not in text

@@ -487,6 +487,8 @@ def parse_override(item: str) -> tuple[str, Any]:
     key, eq, text = item.partition("=")
     if not eq or not key.strip() or any(not part for part in key.strip().split(".")):
         raise ParamsError(f"--set {item!r}: expected <section>.<key>=<value>, e.g. --set retrieval.lam=0.5")
+    if not text.strip():  # YAML reads an empty value as null: `reranker=` (an unset shell variable) turned it off
+        raise ParamsError(f"--set {item!r}: the value is empty; give one, or `{key.strip()}=null` to unset it")
     try:
         return key.strip(), yaml.load(text, Loader=_ParamsLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:

@@ -124,19 +124,21 @@ class EvaluateResult:
             lines.append(f"+KGret (B = {kg['B']}): {kg['species added per query']:.2f} species added per query by the "
                          "knowledge graph ([kg] in the lists above); evidence set = first-stage top-k + bridged, "
                          "ordered by the re-ranker"
-                         + (f"; completeness {kg['completeness (labelled)']:.3f} vs {matched.removesuffix(' (labelled)')} "
-                            f"{kg[matched]:.3f} over {kg['labelled']} labelled queries" if kg["labelled"] else ""))
+                         + (f"; completeness {_pc(kg['completeness (labelled)'])} % vs "
+                            f"{matched.removesuffix(' (labelled)')} {_pc(kg[matched])} % over {kg['labelled']} labelled "
+                            "queries" if kg["labelled"] else ""))
         if self.constraint and self.metrics:
             c = self.metrics["constraint"]
             conflict = next(key for key in c if key.startswith("Conflict@"))
-            value = "n/a (no image ranked)" if c[conflict] is None else f"{c[conflict]:.3f}"
+            value = "n/a (no image ranked)" if c[conflict] is None else f"{_pc(c[conflict])} %"
             lines.append(f"constraint: {conflict} {value}, gold contradicted by the memory {c['gold contradicted by the memory']}")
         if self.metrics and self.metrics.get("labelled") is None and self.metrics.get("unknown_labels"):
             lines.append("\nno image has a label naming a catalog species: nothing scored")
         if self.metrics and self.metrics.get("labelled"):
             m = self.metrics["labelled"]
-            lines.append(f"\n{m['n']} labelled queries: mRR@1 {m['mRR@1']:.3f}  mRR@5 {m['mRR@5']:.3f}  mRR@10 {m['mRR@10']:.3f}  "
-                         f"R@10 {m['R@10']:.3f}  acc@1 {m['acc@1']:.3f}")
+            # in %, as every report and `polarcatalog experiments` (metrics.json keeps fractions, as MLflow does)
+            lines.append(f"\n{m['n']} labelled queries, in %: " + "  ".join(f"{name} {_pc(m[name])}" for name in
+                                                                          ("mRR@1", "mRR@5", "mRR@10", "R@10", "acc@1")))
             if kg:  # the kg stage's protocol: the answerer ranks the evidence set only, so @10 reads a shorter list
                 lines.append(f"  (+KGret: each list is the evidence set, k + B = {kg['evidence set']} species; a gold "
                              "outside it counts as not found, so the @10 numbers are not a plain run's top 10)")
@@ -152,7 +154,7 @@ class EvaluateResult:
                           f"{ci['species']} species is no sign of certainty)" if same
                           else "  (few species: a wide interval)" if ci["species"] < 10 else "")
                 lines.append(f"{100 * ci['level']:g} % CI, bootstrap over this folder's {ci['species']} species (a species' "
-                             "images move together): " + "  ".join(f"{name} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
+                             "images move together): " + "  ".join(f"{name} [{_pc(r['ci_low'])}, {_pc(r['ci_high'])}]"
                                                                     for name, r in ci["metrics"].items()) + caveat)
         if self.metrics and self.metrics.get("unknown_labels"):
             names = self.metrics["unknown_label_names"]
@@ -184,7 +186,28 @@ CATALOG_ONLY = {
     "encoders.compare_scale_ratios": "the embed stage's comparison scales; evaluate sees the anchors at --anchor-scale",
     "encoders.local_grid": "the memory's local views are the graph stage's; `dvc exp run -S encoders.local_grid=...`",
     "eval.dev_fraction": "it splits the catalog's own queries into dev and test; evaluate scores every image of the folder",
+    "retrieval.reference_folds": "it cross-fits the pipeline's dev queries when dev itself is scored; a folder's "
+                                 "queries take every dev query as reference",
 }
+
+
+def idle_override(key: str, params: Params) -> str | None:
+    """Why a `--set key` that evaluate reads changes nothing under the rest of the configuration (a knob of a part
+    that is switched off), or None. The configuration line marks it, so a sweep over it is not read as a null result."""
+    rp = params.retrieval
+    idle = {
+        "retrieval.ivf_nlist": (rp.index == "flat", "retrieval.index is flat"),
+        "retrieval.min_center_batch": (rp.query_centre != "batch", f"retrieval.query_centre is {rp.query_centre}"),
+        "retrieval.small_batch_centre": (rp.query_centre != "batch", f"retrieval.query_centre is {rp.query_centre}"),
+        "retrieval.hubness_k": (rp.hubness == "none", "retrieval.hubness is none"),
+        "retrieval.colour_invariant_dim": (not rp.colour_invariant, "retrieval.colour_invariant is empty"),
+        "retrieval.lam": (rp.reranker is None, "retrieval.reranker is null"),
+        # the ridge bridge maps text chunks into an image encoder's space; the anchors chunks read no text
+        "retrieval.bridge_folds": (rp.chunks == "anchors", "retrieval.chunks is anchors"),
+        "retrieval.bridge_alpha": (rp.chunks == "anchors", "retrieval.chunks is anchors"),
+    }
+    unused, why = idle.get(key, (False, ""))
+    return f"changes nothing here: {why}" if unused else None
 
 
 def unread_override(key: str, constraint: bool, kg: bool) -> str | None:
@@ -237,7 +260,8 @@ def configuration(params: Params, params_file: Path, overrides: dict[str, Any], 
     out = {}
     for key in keys:
         if key in overrides:
-            source = "--set"
+            idle = idle_override(key, params)
+            source = f"--set; {idle}" if idle else "--set"
         elif committed is None:
             source = params_file.name
         elif committed.get(key, values[key]) != values[key]:
@@ -263,12 +287,17 @@ def _committed_params(params_file: Path) -> dict[str, Any] | None:
 
 def configuration_text(config: dict[str, dict[str, Any]]) -> str:
     """One line; a value's source is named where it is not the committed params file."""
-    departs = lambda source: source in ("--set", "--anchor-scale") or ", uncommitted" in source  # noqa: E731
+    departs = lambda source: source.startswith(("--set", "--anchor-scale")) or ", uncommitted" in source  # noqa: E731
     return "configuration: " + "; ".join(f"{k} = {v['value']}" + (f" ({v['source']})" if departs(v["source"]) else "")
                                          for k, v in config.items())
 
 
 QUALITY_BAR = 0.8  # a constraint concept whose exclusion recall or precision is below this is flagged under hard
+
+
+def _pc(x: float) -> str:
+    """A fraction as the reports print it: in %, one decimal."""
+    return f"{100 * x:.1f}"
 
 
 def _pct(x: float | None) -> str:

@@ -171,6 +171,10 @@ def evaluate(
         unread = [why for key in overrides if (why := unread_override(key, where is not None, kgret is not None))]
         if unread:
             raise ValueError("\n".join(unread))
+        if kgret == 0:  # B = 0 bridges nothing, and its list is the first-stage top-k, not the configured ranking
+            raise ValueError("--kgret 0 adds no species: its evidence set would be the first-stage top-k before the "
+                             "re-ranker, not the configured ranking a plain run prints; give B >= 1 (the kg stage's "
+                             "experiment with B bridged species), or leave --kgret out")
         if strength is not None and where is None:
             raise ValueError("--strength applies to a --where constraint; give --where too, or leave --strength out")
         # --strength is parsed and checked like graph.constraint, before any encoding
