@@ -261,6 +261,49 @@ def test_no_test_query_enters_a_statistic_that_scores_a_dev_query(centre):
         assert reference is None or set(split[reference]) == {"dev"}
 
 
+def test_workspace_candidates_kept_by_content_are_the_searched_bits_and_any_input_change_searches_again(tmp_path, monkeypatch):
+    """Every stage that reads the configured retrieval searched the same queries against the same catalog again, and a
+    λ experiment searched everything anew for a re-sort. Kept by content: read back they are the search's bytes; λ
+    and k (a re-sort) read them back; r, a CSLS knob or one query value is a new search; a damaged file is searched
+    again, never read."""
+    import pandas as pd
+
+    from polarcatalog.config import Retrieval
+    from polarcatalog.features.workspace import Workspace
+    from polarcatalog.retrieval.query_side import Retriever
+
+    _, cat, pool = _shifted_queries(7, slice(0, 40))
+    species = np.arange(40)
+    queries = pd.DataFrame({"species_id": species, "split": np.where(species % 3 == 0, "dev", "test")})
+    rp = Retrieval(ensemble=["g"], reranker="h", hubness="csls", hubness_k=3, reference_folds=3, r=10, k=5,
+                   min_center_batch=4)
+    searches: list[int] = []
+    real = Retriever._search_workspace
+    monkeypatch.setattr(Retriever, "_search_workspace", lambda self: searches.append(1) or real(self))
+
+    def candidates(rp, features=pool, derived=tmp_path):
+        ws = Workspace(None, None, queries, None, {}, {}, features, {}, None, derived=derived)
+        return vars(Retriever(ws, rp, cat, VRRAG(cat, ["g"], "anchors", "h", r=rp.r)).candidates())
+
+    fresh = candidates(rp, derived=None)
+    kept = candidates(rp)
+    resorted = candidates(rp.model_copy(update={"lam": 0.1, "k": 2}))
+    assert len(searches) == 2  # the uncached one and the first kept one; λ and k read it back
+    for name in fresh:
+        assert fresh[name].dtype == resorted[name].dtype and fresh[name].tobytes() == kept[name].tobytes() == resorted[name].tobytes()
+    candidates(rp.model_copy(update={"r": 8}))
+    candidates(rp.model_copy(update={"hubness_k": 4}))
+    moved = {n: f.copy() for n, f in pool.items()}
+    moved["h"][0, 0] += 1e-3  # one value of one query's re-ranker vector
+    candidates(rp, moved)
+    assert len(searches) == 5
+    files = sorted((tmp_path / "candidates").glob("*.npz"))
+    assert len(files) == 4
+    for f in files:
+        f.write_bytes(b"damaged")
+    assert candidates(rp)["s_i"].tobytes() == fresh["s_i"].tobytes() and len(searches) == 6
+
+
 def test_the_bridge_cross_fit_is_scikit_learns_ridge_to_the_bit():
     """`ridge_cross_fit` does scikit-learn's arithmetic without importing it into every stage's kernel: it must give
     `cross_val_predict(Ridge(cholesky, no intercept), cv=PredefinedSplit)`'s values bit for bit, which every

@@ -31,6 +31,8 @@ class Workspace:
     query_views: dict[str, tuple[np.ndarray, np.ndarray | None]] = field(default_factory=dict)
     anchor_scales: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)  # px -> name -> anchors at that scale (no flip)
     colour_basis: dict[str, np.ndarray] = field(default_factory=dict)  # name -> [d, dim] colour-nuisance directions (features.colour_nuisance)
+    # where arrays derived from these features are kept by content (the project's data/cache/features); None: nowhere
+    derived: Path | None = None
 
     @property
     def has_flips(self) -> bool:
@@ -90,4 +92,5 @@ def load_workspace(features: Path, processed: Path) -> Workspace:
         anchor_views, query_views,
         {int(px): {n: load(e["anchors_at"][px]) for n, e in img.items()} for px in next(iter(img.values()), {}).get("anchors_at", {})},
         {n: load(e["colour_basis"]) for n, e in img.items() if e.get("colour_basis")},
+        features.parent / "cache" / "features",  # data/features -> data/cache/features (paths.FEATURE_CACHE)
     )

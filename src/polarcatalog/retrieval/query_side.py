@@ -8,14 +8,19 @@ and never parses params itself.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from polarcatalog.content_cache import ContentCache
+from polarcatalog.numerics import pins
 from polarcatalog.eval.metrics import gold_ranks, per_query
 from polarcatalog.eval.splits import species_folds
 from polarcatalog.features.workspace import Workspace
+from polarcatalog.index.faiss_index import gpu_available
 from polarcatalog.retrieval.vrrag import (VRRAG, Candidates, Catalog, Ranking, batch_statistics, build_catalog, prepare_queries,
                                           query_encoders)
 from polarcatalog.vectors import l2_normalise
@@ -92,6 +97,16 @@ class Retriever:
         return (queries if isinstance(queries, QuerySide) else self.side(queries)).candidates(self.vr)
 
     def _workspace_candidates(self) -> Candidates:
+        """Kept by content (`CandidateCache`): every stage that reads the configured retrieval, and every λ or k of an
+        experiment, searches the same queries against the same catalog; the first computes, the others read."""
+        cache = CandidateCache(self.ws.derived)
+        kept = cache.get(cache.knobs(self.rp, self.vr.r), cache.inputs(self.ws, self.catalog, self.rp),
+                         lambda: vars(self._search_workspace()),
+                         lambda kept: len(kept["species_idx"]) == len(self.ws.queries)
+                         and kept["species_idx"].shape == kept["s_m"].shape == kept["s_i"].shape)
+        return Candidates(kept["species_idx"], kept["s_m"], kept["s_i"])
+
+    def _search_workspace(self) -> Candidates:
         names = query_encoders(self.rp.ensemble, self.rp.reranker)
         parts = []
         for rows, reference in statistics_groups(self.ws, self.rp):
@@ -104,6 +119,37 @@ class Retriever:
 
     def rank(self, queries: "Mapping[str, np.ndarray] | QuerySide | None" = None, k: int | None = None) -> Ranking:
         return self.vr.rank(self.candidates(queries), self.rp.lam, k or self.rp.r)
+
+
+class CandidateCache(ContentCache):
+    """The workspace queries' top-r candidates, kept by the content of all they are computed from: the catalog's and
+    the queries' vectors of the encoders the configuration reads, the colour bases it projects out, the dev/test
+    split and species (the query-side groups), every retrieval knob but λ and k (a re-sort of the candidates), r,
+    the search's code, and the numerics pins and index device that shape its bits."""
+
+    CODE = [Path(__file__), *(Path(__file__).parents[1] / name for name in (
+        "retrieval/vrrag.py", "retrieval/hubness.py", "index/faiss_index.py", "vectors.py", "eval/splits.py"))]
+
+    def __init__(self, derived: Path | None):
+        super().__init__(None if derived is None else derived / "candidates", self.CODE)
+
+    @staticmethod
+    def knobs(rp: RetrievalParams, r: int) -> dict[str, Any]:
+        knobs = {k: v for k, v in rp.model_dump(mode="json").items() if k not in ("lam", "k")}
+        return knobs | {"r": r, "pins": {k: os.environ.get(k) for k in pins()}, "gpu": gpu_available()}
+
+    @staticmethod
+    def inputs(ws: Workspace, catalog: Catalog, rp: RetrievalParams) -> list[np.ndarray]:
+        names = query_encoders(rp.ensemble, rp.reranker)
+        arrays = [catalog.species_ids, catalog.chunk_species, ws.queries["species_id"].to_numpy(),
+                  (ws.queries["split"].to_numpy() == "dev")]
+        for n in names:
+            arrays += [catalog.anchor_mean[n], catalog.centre[n], ws.query_f[n]]
+            if rp.chunks != "anchors" and n in catalog.chunk_text:
+                arrays.append(catalog.chunk_text[n])
+            if n in rp.colour_invariant:
+                arrays.append(ws.colour_basis[n])
+        return arrays
 
 
 def run_retrieval(ws: Workspace, catalog: Catalog, rp: RetrievalParams, k: int | None = None) -> tuple[VRRAG, Candidates, Ranking]:

@@ -4,16 +4,13 @@ ground-truth labels, and the reports say so."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import tempfile
 from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from polarcatalog.content_cache import ContentCache
 from polarcatalog.eval.splits import species_folds
 from polarcatalog.memory.verifiers.verifier_types import Scores
 from polarcatalog.progress import progress
@@ -35,31 +32,11 @@ class ProbeVerifier:
         """Scores [n_score, C] in [0, 1]: rows of a species in fold f are scored by probes fit on the other folds.
         A concept that is constant in a training fold gets that constant as its probability."""
         arrays = (train_x, train_y, train_species, score_x, score_species)
-        path = None if self.cache is None else Path(self.cache) / f"{self._key(arrays)}.npy"
-        if path is not None and path.is_file():
-            try:
-                kept = np.load(path, allow_pickle=False)
-            except (OSError, ValueError):  # a damaged file: derived data, refitted below and written again
-                kept = None
-            if kept is not None and kept.shape == (len(score_x), train_y.shape[1]) and np.isfinite(kept).all():
-                return kept
-        out = self._fit(*arrays)
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".tmp", delete=False) as tmp:
-                np.save(tmp, out, allow_pickle=False)
-            os.replace(tmp.name, path)  # whole or not at all: two stages writing the same key write the same bytes
-        return out
-
-    def _key(self, arrays: tuple[np.ndarray, ...]) -> str:
-        h = hashlib.sha256(json.dumps({"folds": self.folds, "c": self.c, "seed": self.seed, "dim": self.dim,
-                                       "sklearn": version("scikit-learn"), "numpy": np.__version__}).encode())
-        h.update(Path(__file__).read_bytes())  # a change to the probes' code is a new key
-        for a in arrays:
-            a = np.ascontiguousarray(a)
-            h.update(f"{a.dtype.str}{a.shape}".encode())
-            h.update(a.view(np.uint8).reshape(-1) if a.size else b"")
-        return h.hexdigest()
+        shape = (len(score_x), train_y.shape[1])
+        cache = ContentCache(self.cache, [Path(__file__)], sklearn=version("scikit-learn"))
+        return cache.get({"folds": self.folds, "c": self.c, "seed": self.seed, "dim": self.dim}, arrays,
+                         lambda: {"scores": self._fit(*arrays)},
+                         lambda kept: kept["scores"].shape == shape and bool(np.isfinite(kept["scores"]).all()))["scores"]
 
     def _fit(self, train_x: np.ndarray, train_y: np.ndarray, train_species: np.ndarray,
              score_x: np.ndarray, score_species: np.ndarray) -> np.ndarray:

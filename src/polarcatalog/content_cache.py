@@ -1,0 +1,69 @@
+"""Derived arrays kept on disk by the content of everything they are computed from: the input arrays, the knobs, the
+source of the code that computes them and the libraries' versions. A stage rerun for a param the computation does
+not read (a retrieval λ, say) reads the arrays back instead of recomputing them; any change to an input is a new
+key, so nothing stale is ever read. Derived data only: a missing or damaged file is recomputed, and files are read
+with `allow_pickle=False`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class ContentCache:
+    """`folder`: where the arrays are kept (None: compute every time). `code`: the source files whose text is part of
+    every key (a change to the computation is a new key). `versions`: library versions that shape the numbers."""
+
+    def __init__(self, folder: Path | None, code: Sequence[Path] = (), **versions: str):
+        self.folder = None if folder is None else Path(folder)
+        self.versions = {"numpy": np.__version__, **versions}
+        self._code = sorted(str(Path(p)) for p in code)
+        self.hits = self.misses = 0
+
+    def key(self, knobs: Mapping[str, Any], arrays: Iterable[np.ndarray]) -> str:
+        h = hashlib.sha256(json.dumps({"knobs": knobs, "versions": self.versions}, sort_keys=True, default=str).encode())
+        for path in self._code:
+            h.update(Path(path).read_bytes())
+        for a in arrays:
+            a = np.ascontiguousarray(a)
+            h.update(f"{a.dtype.str}{a.shape}".encode())
+            h.update(a.view(np.uint8).reshape(-1) if a.size else b"")
+        return h.hexdigest()
+
+    def get(self, knobs: Mapping[str, Any], arrays: Iterable[np.ndarray],
+            compute: Callable[[], dict[str, np.ndarray]],
+            valid: Callable[[dict[str, np.ndarray]], bool] = lambda kept: True) -> dict[str, np.ndarray]:
+        """The arrays `compute()` returns for these inputs: read back when kept (and `valid`), else computed and kept."""
+        if self.folder is None:
+            return compute()
+        path = self.folder / f"{self.key(knobs, arrays)}.npz"
+        kept = _read(path)
+        if kept is not None and valid(kept):
+            self.hits += 1
+            return kept
+        self.misses += 1
+        out = compute()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=self.folder, suffix=".tmp", delete=False) as tmp:
+            np.savez(tmp, **out)
+        os.replace(tmp.name, path)  # whole or not at all: two stages writing the same key write the same bytes
+        return out
+
+
+def _read(path: Path) -> dict[str, np.ndarray] | None:
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {name: z[name] for name in z.files}
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):  # damaged: recomputed and written again
+        return None
