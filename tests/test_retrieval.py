@@ -121,6 +121,28 @@ def test_bridge_is_cross_fitted_by_species():
     np.testing.assert_allclose(pred2[held], pred[held], atol=1e-5)
 
 
+def test_bridge_kept_by_content_is_the_fitted_bits_and_a_changed_input_refits(tmp_path, monkeypatch):
+    """Every stage builds the catalog, and a λ experiment rebuilt it with the same inputs: the bridges are kept by
+    content. Read back they are the fit's bytes; another alpha or one changed text value is a new fit."""
+    from polarcatalog.retrieval import vrrag
+
+    rng = np.random.default_rng(2)
+    species = np.repeat(np.arange(10), 2)
+    text, target = rng.normal(size=(20, 6)).astype(np.float32), rng.normal(size=(20, 4)).astype(np.float32)
+    fresh, cos = fit_bridge(text, target, species, folds=2, alpha=0.5, seed=0)
+    fits: list[int] = []
+    real = vrrag.ridge_cross_fit
+    monkeypatch.setattr(vrrag, "ridge_cross_fit", lambda *a: fits.append(1) or real(*a))
+    first, _ = fit_bridge(text, target, species, folds=2, alpha=0.5, seed=0, cache=tmp_path)
+    kept, kept_cos = fit_bridge(text, target, species, folds=2, alpha=0.5, seed=0, cache=tmp_path)
+    assert fresh.tobytes() == first.tobytes() == kept.tobytes() and kept_cos == cos and len(fits) == 1
+    fit_bridge(text, target, species, folds=2, alpha=2.0, seed=0, cache=tmp_path)
+    moved = text.copy()
+    moved[3, 1] += 1e-3
+    fit_bridge(moved, target, species, folds=2, alpha=0.5, seed=0, cache=tmp_path)
+    assert len(fits) == 3 and len(list(tmp_path.glob("*.npz"))) == 3
+
+
 def test_bridge_equals_the_closed_form_ridge_per_fold():
     """sklearn's Ridge on [text, 1] (the bias penalised like every weight) is the textbook solution per held-out fold."""
     rng = np.random.default_rng(1)

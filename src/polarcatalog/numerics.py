@@ -54,6 +54,12 @@ def pins() -> dict[str, str]:
     return out
 
 
+def in_effect() -> dict[str, str | None]:
+    """The pins' variables as this process has them: they choose kernels, and so the low bits of what is computed (a
+    result kept by content names them in its key)."""
+    return {key: os.environ.get(key) for key in pins()}
+
+
 def stage_env(env: Mapping[str, str]) -> dict[str, str]:
     """`env` with the pins forced: what a stage's kernel runs under, whatever the shell had set."""
     return {**env, **pins()}

@@ -8,7 +8,6 @@ and never parses params itself.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -16,13 +15,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from polarcatalog.content_cache import ContentCache
-from polarcatalog.numerics import pins
 from polarcatalog.eval.metrics import gold_ranks, per_query
 from polarcatalog.eval.splits import species_folds
 from polarcatalog.features.workspace import Workspace
 from polarcatalog.index.faiss_index import gpu_available
-from polarcatalog.retrieval.vrrag import (VRRAG, Candidates, Catalog, Ranking, batch_statistics, build_catalog, prepare_queries,
-                                          query_encoders)
+from polarcatalog.numerics import in_effect
+from polarcatalog.retrieval.vrrag import (VRRAG, Candidates, Catalog, Ranking, batch_statistics, build_catalog,
+                                          prepare_queries, query_encoders)
 from polarcatalog.vectors import l2_normalise
 
 RetrievalParams = Any  # polarcatalog.config.Retrieval (config sits above the library: not imported here)
@@ -58,7 +57,8 @@ def retrieval_features(features: dict[str, np.ndarray], ws: Workspace, rp: Retri
 def catalog_for(ws: Workspace, rp: RetrievalParams) -> Catalog:
     return build_catalog(ws.species["species_id"].to_numpy(), ws.anchors["species_id"].to_numpy(),
                          ws.chunks["species_id"].to_numpy(), retrieval_features(ws.anchor_f, ws, rp), ws.native_text, ws.bridge_text,
-                         rp.center, rp.bridge_folds, rp.bridge_alpha, rp.seed)
+                         rp.center, rp.bridge_folds, rp.bridge_alpha, rp.seed,
+                         None if ws.derived is None else ws.derived / "bridges")
 
 
 def retriever(catalog: Catalog, rp: RetrievalParams) -> VRRAG:
@@ -136,7 +136,7 @@ class CandidateCache(ContentCache):
     @staticmethod
     def knobs(rp: RetrievalParams, r: int) -> dict[str, Any]:
         knobs = {k: v for k, v in rp.model_dump(mode="json").items() if k not in ("lam", "k")}
-        return knobs | {"r": r, "pins": {k: os.environ.get(k) for k in pins()}, "gpu": gpu_available()}
+        return knobs | {"r": r, "pins": in_effect(), "gpu": gpu_available()}
 
     @staticmethod
     def inputs(ws: Workspace, catalog: Catalog, rp: RetrievalParams) -> list[np.ndarray]:

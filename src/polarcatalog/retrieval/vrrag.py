@@ -17,13 +17,18 @@ max over a species' chunks of λ s_m + (1-λ) s_i equals λ max s_m + (1-λ) s_i
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from importlib.metadata import version
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from polarcatalog.content_cache import ContentCache
 from polarcatalog.eval.splits import species_folds
 from polarcatalog.index import build_index, search
+from polarcatalog.numerics import in_effect
 from polarcatalog.retrieval.hubness import csls_penalty
 from polarcatalog.vectors import l2_normalise
 
@@ -38,14 +43,23 @@ def species_means(vectors: np.ndarray, owner: np.ndarray, n_species: int) -> np.
 
 
 def fit_bridge(text: np.ndarray, target: np.ndarray, chunk_species: np.ndarray, folds: int, alpha: float,
-               seed: int) -> tuple[np.ndarray, float]:
+               seed: int, cache: Path | None = None) -> tuple[np.ndarray, float]:
     """Ridge map text -> image space, cross-fitted by species folds: a chunk is mapped by a model that never
     saw its species (open-vocabulary honesty). Returns (bridged chunk vectors, mean held-out cosine).
 
-    The bias is a column of ones penalised like every other weight (no separate intercept), solved by Cholesky."""
-    X = np.hstack([text, np.ones((len(text), 1), text.dtype)]).astype(np.float64)
-    out = l2_normalise(ridge_cross_fit(X, target.astype(np.float64), species_folds(chunk_species, folds, seed), alpha))
+    The bias is a column of ones penalised like every other weight (no separate intercept), solved by Cholesky.
+    `cache`: a folder where the bridged vectors are kept by the content of the inputs and this file's code (every
+    stage builds the catalog, and a λ experiment rebuilds it with the same inputs)."""
+    def fit() -> dict[str, np.ndarray]:
+        X = np.hstack([text, np.ones((len(text), 1), text.dtype)]).astype(np.float64)
+        return {"bridged": l2_normalise(ridge_cross_fit(X, target.astype(np.float64),
+                                                        species_folds(chunk_species, folds, seed), alpha))}
+
+    kept = ContentCache(cache, [Path(__file__)], scipy=version("scipy"), pins=json.dumps(in_effect(), sort_keys=True))
+    out = kept.get({"folds": folds, "alpha": alpha, "seed": seed}, (text, target, chunk_species), fit,
+                   lambda k: k["bridged"].shape == (len(text), target.shape[1]))["bridged"]
     return out, float(np.mean(np.sum(out * l2_normalise(target), axis=1)))
+
 
 
 def ridge_cross_fit(X: np.ndarray, Y: np.ndarray, fold: np.ndarray, alpha: float) -> np.ndarray:
@@ -103,8 +117,9 @@ class Catalog:
 
 def build_catalog(species_ids: np.ndarray, anchor_species: np.ndarray, chunk_species: np.ndarray,
                   anchors: dict[str, np.ndarray], native_text: dict[str, np.ndarray | None], bridge_text: np.ndarray | None,
-                  center: bool, folds: int, alpha: float, seed: int) -> Catalog:
-    """anchor_species / chunk_species: species id per anchor row / chunk row."""
+                  center: bool, folds: int, alpha: float, seed: int, cache: Path | None = None) -> Catalog:
+    """anchor_species / chunk_species: species id per anchor row / chunk row. `cache`: where the bridges are kept
+    (`fit_bridge`)."""
     pos = {s: i for i, s in enumerate(species_ids)}
     a_idx = np.array([pos[s] for s in anchor_species])
     c_idx = np.array([pos[s] for s in chunk_species])
@@ -116,7 +131,7 @@ def build_catalog(species_ids: np.ndarray, anchor_species: np.ndarray, chunk_spe
         if native_text.get(name) is not None:
             texts[name] = l2_normalise(native_text[name])
         elif bridge_text is not None:
-            texts[name], quality[name] = fit_bridge(bridge_text, means[name][c_idx], c_idx, folds, alpha, seed)
+            texts[name], quality[name] = fit_bridge(bridge_text, means[name][c_idx], c_idx, folds, alpha, seed, cache)
     return Catalog(np.asarray(species_ids), c_idx, means, texts, centres, quality)
 
 

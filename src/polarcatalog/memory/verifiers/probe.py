@@ -4,6 +4,7 @@ ground-truth labels, and the reports say so."""
 
 from __future__ import annotations
 
+import json
 from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,6 +13,7 @@ import numpy as np
 
 from polarcatalog.content_cache import ContentCache
 from polarcatalog.eval.splits import species_folds
+from polarcatalog.numerics import in_effect
 from polarcatalog.memory.verifiers.verifier_types import Scores
 from polarcatalog.progress import progress
 
@@ -21,8 +23,9 @@ if TYPE_CHECKING:  # annotations only: the inputs module pulls in the data layer
 
 class ProbeVerifier:
     """`cache`: a folder where the scores of each probe fit are kept by the content of everything they depend on (the
-    arrays, the knobs, this file's code, scikit-learn's version), so a stage rerun for a param the probes do not read
-    (a retrieval λ) reads them back instead of refitting hundreds of probes; None computes every time."""
+    arrays, the knobs, this file's code, scikit-learn's version, the numerics pins), so a stage rerun for a param the
+    probes do not read (a retrieval λ) reads them back instead of refitting hundreds of probes; None computes every
+    time."""
 
     def __init__(self, folds: int = 2, c: float = 1.0, seed: int = 0, dim: int | None = 256, cache: Path | None = None):
         self.folds, self.c, self.seed, self.dim, self.cache = folds, c, seed, dim, cache
@@ -33,7 +36,8 @@ class ProbeVerifier:
         A concept that is constant in a training fold gets that constant as its probability."""
         arrays = (train_x, train_y, train_species, score_x, score_species)
         shape = (len(score_x), train_y.shape[1])
-        cache = ContentCache(self.cache, [Path(__file__)], sklearn=version("scikit-learn"))
+        cache = ContentCache(self.cache, [Path(__file__)], sklearn=version("scikit-learn"),
+                             pins=json.dumps(in_effect(), sort_keys=True))
         return cache.get({"folds": self.folds, "c": self.c, "seed": self.seed, "dim": self.dim}, arrays,
                          lambda: {"scores": self._fit(*arrays)},
                          lambda kept: kept["scores"].shape == shape and bool(np.isfinite(kept["scores"]).all()))["scores"]
