@@ -19,12 +19,18 @@ from typing import Any
 import numpy as np
 
 
+LIMIT_BYTES = 1 << 30  # per folder: past it, the least recently used entries go (each is recomputed on its next use)
+
+
 class ContentCache:
     """`folder`: where the arrays are kept (None: compute every time). `code`: the source files whose text is part of
-    every key (a change to the computation is a new key). `versions`: library versions that shape the numbers."""
+    every key (a change to the computation is a new key). `versions`: library versions that shape the numbers.
+    `limit_bytes`: the folder's size past which the least recently used entries are removed after a write (every
+    code change and every configuration adds entries; nothing else would ever remove them)."""
 
-    def __init__(self, folder: Path | None, code: Sequence[Path] = (), **versions: str):
+    def __init__(self, folder: Path | None, code: Sequence[Path] = (), limit_bytes: int = LIMIT_BYTES, **versions: str):
         self.folder = None if folder is None else Path(folder)
+        self.limit_bytes = limit_bytes
         self.versions = {"numpy": np.__version__, **versions}
         self._code = sorted(str(Path(p)) for p in code)
         self.hits = self.misses = 0
@@ -49,14 +55,45 @@ class ContentCache:
         kept = _read(path)
         if kept is not None and valid(kept):
             self.hits += 1
+            _touch(path)  # recently used: the last to go
             return kept
         self.misses += 1
         out = compute()
-        self.folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=self.folder, suffix=".tmp", delete=False) as tmp:
-            np.savez(tmp, **out)
-        os.replace(tmp.name, path)  # whole or not at all: two stages writing the same key write the same bytes
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=self.folder, suffix=".tmp", delete=False) as tmp:
+                np.savez(tmp, **out)
+            os.replace(tmp.name, path)  # whole or not at all: two stages writing the same key write the same bytes
+        except OSError:  # a read-only or full disk: the result stands, it is only not kept
+            if "tmp" in locals():
+                Path(tmp.name).unlink(missing_ok=True)
+            return out
+        self._trim(keep=path)
         return out
+
+    def _trim(self, keep: Path) -> None:
+        """Remove the least recently used entries (oldest modification time; a hit renews it) past `limit_bytes`."""
+        entries = []
+        for f in self.folder.glob("*.npz"):  # type: ignore[union-attr]
+            try:
+                st = f.stat()
+            except OSError:  # removed meanwhile by another process's trim
+                continue
+            entries.append((st.st_mtime_ns, st.st_size, f))
+        total = sum(size for _, size, _ in entries)
+        for _, size, f in sorted(entries, key=lambda e: e[:1]):
+            if total <= self.limit_bytes:
+                break
+            if f != keep:
+                f.unlink(missing_ok=True)
+                total -= size
+
+
+def _touch(path: Path) -> None:
+    try:
+        os.utime(path)
+    except OSError:  # a read-only cache still serves its entries
+        pass
 
 
 def _read(path: Path) -> dict[str, np.ndarray] | None:
