@@ -68,3 +68,13 @@ def test_a_set_key_of_a_switched_off_part_is_marked_as_changing_nothing():
     config = configuration(load_params(ROOT / "params.yaml", ivf), ROOT / "params.yaml", ivf)
     assert config["retrieval.ivf_nlist"]["source"] == "--set"  # an IVF index reads it
     assert config["retrieval.lam"]["source"] == "--set; changes nothing here: retrieval.reranker is null"
+
+
+def test_evaluates_default_output_folder_is_ignored_by_git():
+    """`reports/evaluate/<folder>/` (a user's predictions, metrics and quarantined copies) showed as untracked in
+    `git status` after the first `evaluate`."""
+    from polarcatalog.cli.main import evaluate  # noqa: F401  (the default below is the option's)
+
+    for path in ("reports/evaluate/my_folder/metrics.json", "reports/evaluate/my_folder/quarantine/a.png"):
+        assert subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT).returncode == 0, path
+    assert "reports\" / \"evaluate\"" in (ROOT / "src/polarcatalog/cli/main.py").read_text()
