@@ -94,3 +94,26 @@ def test_a_queue_worker_killed_mid_stage_is_reported_and_recovered(tmp_path):
             except ProcessLookupError:
                 pass
         subprocess.run(["dvc", "queue", "stop", "--kill"], cwd=repo, env=env, capture_output=True, timeout=120)
+
+
+def test_a_finished_workspace_experiment_is_not_reported_stranded(tmp_path):
+    """`dvc exp run -S ...` in the workspace (the README's first example) leaves its run record `status: 1` with no
+    executor: `experiments` warned after every such run that its queue worker was dead, and `queue-recover` looped
+    on "run again". Only queued and temporary runs have a worker to lose."""
+    from polarcatalog.runner.queue_recovery import find_stranded
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = repo_env(repo, {})
+    (repo / "params.yaml").write_text("x: 1\n")
+    (repo / "dvc.yaml").write_text("stages:\n  quick:\n    cmd: python -c \"open('out.txt', 'w').write('${x}')\"\n"
+                                   "    params: [x]\n    outs:\n      - out.txt:\n          cache: false\n")
+    for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "init"],
+                ["dvc", "exp", "run", "-S", "x=2", "--name", "in-workspace"]):
+        run_ok(cmd, repo, env)
+    records = [json.loads(f.read_text()) for f in (repo / ".dvc/tmp/exps/run").glob("*/*.run")]
+    assert [(r["location"], r["status"]) for r in records] == [("workspace", 1)]  # what DVC leaves behind
+    assert find_stranded(repo) == []
+    polarcatalog = [str(Path(sys.executable).parent / "polarcatalog")]
+    assert "queue worker is dead" not in run_ok([*polarcatalog, "experiments"], repo, env).stderr
+    assert "no stranded experiments" in run_ok([*polarcatalog, "queue-recover"], repo, env).stdout

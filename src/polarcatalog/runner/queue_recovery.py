@@ -92,7 +92,9 @@ def find_stranded(root: Path) -> list[Stranded]:
     found = []
     for folder in sorted(runs.iterdir(), key=lambda p: p.stat().st_mtime) if runs.is_dir() else []:
         info = _read_json(folder / f"{folder.name}.run")
-        if info.get("status") not in ACTIVE:
+        # a workspace run (`dvc exp run` in the foreground) has no worker to lose, and DVC leaves its record at
+        # status 1 (PREPARING) when it finishes: only queued and temporary runs can be stranded
+        if info.get("status") not in ACTIVE or info.get("location") == "workspace":
             continue
         pid = _read_json(folder / f"{folder.name}.json").get("pid")
         alive = _alive_executor(pid)
