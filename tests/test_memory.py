@@ -176,6 +176,47 @@ def test_a_typed_constraint_reads_the_spellings_people_use(text, pos, neg):
     assert (list(q.q_pos), list(q.q_neg), q.disjoined) == (pos, neg, ())
 
 
+@pytest.mark.parametrize("text, pos, neg", [
+    # a fifth attack round: each read an exclusion (or part of one) as a requirement
+    ("yellow and electric excluded", [], ["colour:yellow", "type:electric"]),
+    ("red, blue and green excluded", [], ["colour:red", "colour:blue", "colour:green"]),
+    ("a yellow one, electric types excluded", ["colour:yellow"], ["type:electric"]),
+    ("without fire and water", [], ["type:fire", "type:water"]),
+    ("excluding fire, water and grass types", [], ["type:fire", "type:water", "type:grass"]),
+    ("avoid red and blue", [], ["colour:red", "colour:blue"]),
+    ("a pokemon that is not fire and has wings", ["shape:wings"], ["type:fire"]),  # "has" opens a clause of its own
+    ("not yellow, electric type", ["type:electric"], ["colour:yellow"]),  # a comma that is no list ends the negation
+    ("a pokemon that doesnt look yellow", [], ["colour:yellow"]),
+    ("wont be red", [], ["colour:red"]),
+    ("all but yellow", [], ["colour:yellow"]),
+    ("every colour but yellow", [], ["colour:yellow"]),
+    ("yellow, rather than electric", ["colour:yellow"], ["type:electric"]),
+    ("yellow, electric not included", ["colour:yellow"], ["type:electric"]),
+    ("a yellow pokemon, electric: no", ["colour:yellow"], ["type:electric"]),
+    ("yellow -electric", ["colour:yellow"], ["type:electric"]),
+    ("yellow !electric", ["colour:yellow"], ["type:electric"]),
+    ("zero yellow", [], ["colour:yellow"]),
+    ("non-electric yellow", ["colour:yellow"], ["type:electric"]),  # the prefix binds one word
+    ("not-electric yellow", ["colour:yellow"], ["type:electric"]),
+    ("all yellow but not electric", ["colour:yellow"], ["type:electric"]),
+])
+def test_a_typed_constraint_reads_lists_contractions_and_post_positive_exclusions(text, pos, neg):
+    q = parse_constraint(text, VOCAB)
+    assert (list(q.q_pos), list(q.q_neg), q.disjoined) == (pos, neg, ())
+    assert parse_constraint("won't be red", VOCAB).unread == ()  # "wo" was listed as an ignored word
+
+
+@pytest.mark.parametrize("text, first, then", [
+    ("not electric and yellow", "electric type", "yellow"),
+    ("isn\u2019t electric yellow", "electric type", "yellow"),
+    ("not a red fire type", "red", "fire type"),
+])
+def test_a_negation_whose_reach_is_unclear_is_refused(text, first, then):
+    """'not electric and yellow' may exclude yellow or want it: read either way, half the users get the opposite."""
+    with pytest.raises(ValueError, match=f"unclear whether '{then}' is excluded along with '{first}'"):
+        parse_constraint(text, VOCAB)
+
+
 def test_an_exclusion_the_parser_cannot_place_is_refused_not_read_as_wanted():
     with pytest.raises(ValueError, match="'minus' reads like an exclusion"):
         parse_constraint("a red Pokémon minus fire types", VOCAB)
@@ -193,6 +234,8 @@ def test_a_wanted_or_is_reported_and_an_excluded_or_is_both_excluded():
     assert q.disjoined == (("type:fire", "type:water"),)
     q = parse_constraint("a Pokémon that is not yellow or electric", VOCAB)
     assert (q.q_neg, q.disjoined) == (("colour:yellow", "type:electric"), ())
+    # "fire or not water" is no conjunction either: it was read as fire and not water
+    assert parse_constraint("fire or not water", VOCAB).disjoined == (("type:fire", "type:water"),)
     assert parse_text("neither red nor blue", VOCAB).disjoined == ()
 
 
