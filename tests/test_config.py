@@ -238,6 +238,10 @@ def test_cli_rejects_a_negative_soft_penalty_like_params_do(tmp_path):
     (["--set", "retrieval.reranker="], "the value is empty; give one, or `retrieval.reranker=null` to unset it"),
     # B = 0 bridges nothing; its list was the first-stage top-k, not what a plain run prints
     (["--kgret", "0"], "--kgret 0 adds no species"),
+    (["--kgret", "51"], "--kgret 51: B is from 1 to 50"),
+    (["--kgret", "-1"], "--kgret -1: B is from 1 to 50"),
+    # a profile's overlay named as one, not validated as a params file ("unknown key" for its departures)
+    (["--params", str(ROOT / "params.gpu-pokemon.yaml")], "is the gpu-pokemon profile's overlay"),
     (["--set", "encoders.device=cuda"], "encoders.device = cuda, but torch sees no GPU on this machine"),
     (["--anchor-scale", "²"], "--anchor-scale '²': use auto, catalog or a size in px"),
     (["--show", "0"], "Invalid value for '--show'"),

@@ -78,3 +78,16 @@ def test_evaluates_default_output_folder_is_ignored_by_git():
     for path in ("reports/evaluate/my_folder/metrics.json", "reports/evaluate/my_folder/quarantine/a.png"):
         assert subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT).returncode == 0, path
     assert "reports\" / \"evaluate\"" in (ROOT / "src/polarcatalog/cli/main.py").read_text()
+
+
+def test_a_warning_prints_as_one_line_like_the_commands_other_messages(tmp_path):
+    """`evaluate --set retrieval.index=ivf` printed Python's warning: the library's file path, line number and the
+    source line, before the configuration line."""
+    import sys
+
+    code = ("import sys, warnings\nsys.argv = ['polarcatalog', 'version']\nfrom polarcatalog import cli\n"
+            "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
+            "warnings.warn('retrieval.ivf_nlist = 256: 500 vectors train at most 12 IVF lists')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == "warning: retrieval.ivf_nlist = 256: 500 vectors train at most 12 IVF lists\n"

@@ -335,6 +335,8 @@ def test_cli_evaluate_on_a_tiny_folder(repo, tmp_path):
     assert sorted(Path(r["path"]).name for r in metrics["folder"]["quarantined"]) == ["blank.jpg", "broken.png",
                                                                                        "transparent.png"]
     pred = pd.read_csv(tmp_path / "out/predictions.csv")
+    # scores rounded to 4 places print as such (a float32 rounded printed as 0.15839999914169312)
+    assert all(len(str(x).split(".")[-1]) <= 4 for row in pred["s"].map(json.loads) for x in row)
     assert sorted(pred["query_id"]) == ["4/a.png", "Squirtle/a.png", "bulbasaur/a.png", "unlabelled.png"]
     assert set(pred["gold_species_id"].dropna().astype(int)) == {1, 4, 7}
     # labels from a CSV instead of folders (an unknown species id is counted, not scored), centred by the catalog mean

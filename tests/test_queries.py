@@ -153,6 +153,8 @@ def test_a_labels_csv_that_gives_an_image_two_species_is_refused_naming_it(tmp_p
 @pytest.mark.parametrize("content, message", [
     (b"", "empty; it needs a header `image,species_id`"),
     ("image,species_id\nnaïve.png,4\n".encode("latin-1"), "not UTF-8 text"),
+    # a header alone ended in "no image is labelled (... or give --labels)", although --labels was given
+    (b"image,species_id\n", "a header and no rows; add one row per image"),
 ])
 def test_an_unusable_labels_csv_is_named_in_the_error(tmp_path, content, message):
     _img(tmp_path / "q" / "a.png")
@@ -226,3 +228,16 @@ def test_a_name_with_a_newline_or_a_right_to_left_override_is_printed_on_one_lin
     assert printable("a\nb\u202egnp.exe") == "a\\u000ab\\u202egnp.exe"
     assert listed(["x\ry.png", "ok.png"]) == "x\\u000dy.png, ok.png"
     assert printable("Flabébé ピカチュウ.png") == "Flabébé ピカチュウ.png"  # letters of any script stay as they are
+
+
+def test_a_species_folder_numbered_by_a_dataset_is_read_by_its_name(tmp_path):
+    """`001_bulbasaur`, `004 Charmander`, CUB's `001.Black_footed_Albatross` were listed as naming no catalog species.
+    The name decides: CUB's number is its class index (here `029.Mr_Mime` is species 122, not 29), and a number
+    before a name the catalog lacks labels nothing."""
+    for rel in ("001_bulbasaur/a.png", "004 Charmander/b.png", "029.Mr_Mime/c.png", "#032-Nidoran♂/d.png",
+                "025 pikachu-alola-cap/e.png"):
+        _img(tmp_path / rel)
+    df = read_query_folder(tmp_path, SPECIES).rows.set_index("query_id")
+    assert df["species_id"].dropna().to_dict() == {"001_bulbasaur/a.png": 1, "004 Charmander/b.png": 4,
+                                                   "029.Mr_Mime/c.png": 122, "#032-Nidoran♂/d.png": 32}
+    assert pd.isna(df.loc["025 pikachu-alola-cap/e.png", "species_id"])

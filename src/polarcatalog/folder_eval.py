@@ -160,7 +160,7 @@ class EvaluateResult:
             names = self.metrics["unknown_label_names"]
             lines.append(f"{self.metrics['unknown_labels']} image(s) with a label that names no catalog species (not "
                          f"scored): {listed(names)}; a label is a species id or name (any case; spaces, _ or - "
-                         "alike; `mr-mime` = Mr. Mime)")
+                         "alike; `mr-mime` = Mr. Mime; `025_pikachu` is read by its name)")
         return "\n".join(lines)
 
 
@@ -590,7 +590,8 @@ def _evaluate_claimed(params: Params, root: Path, folder: Path, labels: Path | N
         # the list) dropped
         "predicted_ids": [r[: top][r[: top] >= 0].tolist() for r in species],
         "predicted_names": [[names.get(x, "?") for x in r[: top] if x >= 0] for r in species],
-        "s": [r[: top][sp[: top] >= 0].round(4).tolist() for r, sp in zip(s, species)],
+        # rounded in float64: a float32 rounded to 4 places printed as 0.15839999914169312
+        "s": [r[: top][sp[: top] >= 0].astype(np.float64).round(4).tolist() for r, sp in zip(s, species)],
         "states": [r[: top][sp[: top] >= 0].tolist() for r, sp in zip(states, species)],  # memory: 1 has, -1 conflict, 0 unknown
     })
     labelled = gold >= 0

@@ -4,6 +4,7 @@ loads, then runs the command line (`cli.main`); `run-notebook`, which every stag
 from __future__ import annotations
 
 import sys
+import warnings
 
 
 def main() -> None:
@@ -17,4 +18,10 @@ def main() -> None:
         return
     from polarcatalog.cli.main import app  # heavy: loads numpy, after the pins
 
+    warnings.showwarning = _one_line
     app()
+
+
+def _one_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, file=None, line=None) -> None:
+    """A warning as the commands print their other messages ("warning: ..."), not Python's file, line and source."""
+    print(f"warning: {message}", file=sys.stderr if file is None else file, flush=True)

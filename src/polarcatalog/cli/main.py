@@ -158,7 +158,7 @@ def evaluate(
                                         "electric type': candidates re-ordered by the polarized memory (needs the graph stage)"),
     strength: Optional[str] = typer.Option(None, help="constraint strength for --where: none | soft:<p> | adaptive | hard "
                                            "(overrides graph.constraint)"),
-    kgret: Optional[int] = typer.Option(None, "--kgret", min=0, max=50, help="B: the kg stage's experiment on this folder, "
+    kgret: Optional[int] = typer.Option(None, "--kgret", help="B, from 1 to 50: the kg stage's experiment on this folder, "
                                         "the first-stage top-k plus up to B species bridged by the knowledge graph "
                                         "(needs `dvc repro kg`), with the budget-matched top-(k+B) beside it"),
     anchor_scale: str = typer.Option("auto", "--anchor-scale", help="scale the catalog anchors are seen at: auto (this "
@@ -175,11 +175,13 @@ def evaluate(
             raise ValueError("--kgret 0 adds no species: its evidence set would be the first-stage top-k before the "
                              "re-ranker, not the configured ranking a plain run prints; give B >= 1 (the kg stage's "
                              "experiment with B bridged species), or leave --kgret out")
+        if kgret is not None and not 1 <= kgret <= 50:
+            raise ValueError(f"--kgret {kgret}: B is from 1 to 50 (species the knowledge graph may add per query)")
         if strength is not None and where is None:
             raise ValueError("--strength applies to a --where constraint; give --where too, or leave --strength out")
+        root = _project_root(params)  # first: a profile's overlay is named as one, not validated as a params file
         # --strength is parsed and checked like graph.constraint, before any encoding
         p = _with_strength(params, overrides, strength) if strength is not None else load_params(params, overrides)
-        root = _project_root(params)
         lacking = _keys_lacking(params, root, where is not None, kgret is not None)
         if lacking:
             shown = ", ".join(lacking[:6]) + (f" and {len(lacking) - 6} more" if len(lacking) > 6 else "")

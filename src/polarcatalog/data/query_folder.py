@@ -36,7 +36,19 @@ def _species_lookup(species: pd.DataFrame) -> dict[str, int]:
 
 
 def species_of(label: str, lookup: dict[str, int]) -> int | None:
-    """The species a label names (`_species_lookup`), or None."""
+    """The species a label names (`_species_lookup`), or None. A name after a dataset's number (`001_bulbasaur`,
+    `025 Pikachu`, CUB's `001.Black_footed_Albatross`) is read by its name: the number is often the dataset's own
+    class index, not the catalog's species id, so it is never read alone."""
+    found = _named(label, lookup)
+    if found is None and (m := NUMBERED.fullmatch(str(label).strip())):
+        found = _named(m.group(1), lookup)
+    return found
+
+
+NUMBERED = re.compile(r"#?\d+[ ._-]+(\D.*)")
+
+
+def _named(label: str, lookup: dict[str, int]) -> int | None:
     key = _label_key(label)
     found = lookup.get(key)
     return found if found is not None or key.startswith("#") else lookup.get("~" + key.replace("-", ""))
@@ -152,6 +164,8 @@ def _read_labels(path: Path, folder: Path, lookup: dict[str, int]) -> tuple[pd.D
     if missing:
         raise ValueError(f"--labels {path}: needs columns image,species_id (missing {sorted(missing)}; the header reads "
                          f"{', '.join(map(repr, labels.columns[:5]))}), separated by commas, semicolons or tabs")
+    if labels.empty:
+        raise ValueError(f"--labels {path}: a header and no rows; add one row per image (image,species_id)")
     labels = labels[["image", "species_id"]].apply(lambda c: c.str.strip())
     labels["image"] = [_relative(im, folder) for im in labels["image"]]
     labels["species_id"] = labels["species_id"].replace("", None)
