@@ -68,6 +68,16 @@ def test_a_set_key_of_a_switched_off_part_is_marked_as_changing_nothing():
     config = configuration(load_params(ROOT / "params.yaml", ivf), ROOT / "params.yaml", ivf)
     assert config["retrieval.ivf_nlist"]["source"] == "--set"  # an IVF index reads it
     assert config["retrieval.lam"]["source"] == "--set; changes nothing here: retrieval.reranker is null"
+    # a fifth attack round: predictions byte-identical, yet marked as set
+    more = {"retrieval.seed": 7, "retrieval.query_centre": "catalog", "retrieval.hubness": "csls",
+            "retrieval.hubness_k": 50, "encoders.anchor_scale_ratio": 3.0}
+    config = configuration(load_params(ROOT / "params.yaml", more), ROOT / "params.yaml", more, anchor_scale="catalog")
+    assert config["retrieval.seed"]["source"].endswith("retrieval.index is flat and retrieval.chunks is anchors")
+    assert config["retrieval.hubness_k"]["source"].endswith("CSLS needs query statistics, and retrieval.query_centre "
+                                                            "is catalog")
+    assert config["retrieval.hubness"]["source"] == config["retrieval.hubness_k"]["source"]
+    assert config["encoders.anchor_scale_ratio"]["source"] == "--set; changes nothing here: --anchor-scale is catalog, not auto"
+    assert config["retrieval.query_centre"]["source"] == "--set"
 
 
 def test_evaluates_default_output_folder_is_ignored_by_git():
@@ -91,3 +101,17 @@ def test_a_warning_prints_as_one_line_like_the_commands_other_messages(tmp_path)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stderr == "warning: retrieval.ivf_nlist = 256: 500 vectors train at most 12 IVF lists\n"
+
+
+def test_ui_with_a_missing_or_invalid_params_file_says_so_in_one_line(tmp_path):
+    """`polarcatalog ui --params nonexist.yaml` ended in a rich traceback (exit 1); every other command prints one
+    `error:` line and exits 2."""
+    from typer.testing import CliRunner
+
+    from polarcatalog.cli.main import app
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((ROOT / "params.yaml").read_text().replace("  lam: ", "  lam: 7 #", 1))
+    for params, said in ((tmp_path / "nonexist.yaml", "params file not found"), (bad, "retrieval.lam")):
+        res = CliRunner().invoke(app, ["ui", "--params", str(params)])
+        assert res.exit_code == 2 and said in res.output and "Traceback" not in res.output, res.output

@@ -191,15 +191,25 @@ CATALOG_ONLY = {
 }
 
 
-def idle_override(key: str, params: Params) -> str | None:
+def idle_override(key: str, params: Params, anchor_scale: str | int = "auto") -> str | None:
     """Why a `--set key` that evaluate reads changes nothing under the rest of the configuration (a knob of a part
     that is switched off), or None. The configuration line marks it, so a sweep over it is not read as a null result."""
     rp = params.retrieval
+    # CSLS reads query statistics: none when each query is centred by the catalog alone (`query_side`)
+    no_csls = (rp.hubness == "none", "retrieval.hubness is none") if rp.hubness == "none" else \
+        (not rp.center or rp.query_centre == "catalog", "CSLS needs query statistics, and retrieval.query_centre is "
+                                                         "catalog" if rp.center else "retrieval.center is false")
     idle = {
+        "retrieval.hubness": no_csls if rp.hubness != "none" else (False, ""),
+        # the seed draws an IVF index's training sample and the bridge's species folds; a flat index over anchors
+        # reads neither
+        "retrieval.seed": (rp.index == "flat" and rp.chunks == "anchors",
+                           "retrieval.index is flat and retrieval.chunks is anchors"),
+        "encoders.anchor_scale_ratio": (anchor_scale != "auto", f"--anchor-scale is {anchor_scale}, not auto"),
         "retrieval.ivf_nlist": (rp.index == "flat", "retrieval.index is flat"),
         "retrieval.min_center_batch": (rp.query_centre != "batch", f"retrieval.query_centre is {rp.query_centre}"),
         "retrieval.small_batch_centre": (rp.query_centre != "batch", f"retrieval.query_centre is {rp.query_centre}"),
-        "retrieval.hubness_k": (rp.hubness == "none", "retrieval.hubness is none"),
+        "retrieval.hubness_k": no_csls,
         "retrieval.colour_invariant_dim": (not rp.colour_invariant, "retrieval.colour_invariant is empty"),
         "retrieval.lam": (rp.reranker is None, "retrieval.reranker is null"),
         # the ridge bridge maps text chunks into an image encoder's space; the anchors chunks read no text
@@ -260,7 +270,7 @@ def configuration(params: Params, params_file: Path, overrides: dict[str, Any], 
     out = {}
     for key in keys:
         if key in overrides:
-            idle = idle_override(key, params)
+            idle = idle_override(key, params, anchor_scale)
             source = f"--set; {idle}" if idle else "--set"
         elif committed is None:
             source = params_file.name

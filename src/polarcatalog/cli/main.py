@@ -293,7 +293,11 @@ def ui(
 
     from polarcatalog.runner.tracking import mlflow_bin, tracking_uri  # heavy: mlflow and nbconvert
 
-    p = load_params(params)
+    try:
+        p = load_params(params)
+    except (ValueError, OSError) as err:  # a missing or invalid file: one line, like every other command
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
     uri = tracking_uri(params.resolve().parent, p.tracking.uri)
     mlflow.set_tracking_uri(uri)
     experiment = mlflow.MlflowClient().get_experiment_by_name(p.tracking.experiment)
