@@ -117,6 +117,9 @@ def test_the_folder_scale_is_the_median_subject_and_snaps_to_the_ladder(tmp_path
     assert near.measured == 25 and near.used == 26 and not near.adapted  # within 10 %: the embed stage's anchors
     far = choose_anchor_scale("auto", paths, catalog=40)
     assert far.used == 27 and far.adapted and "encoded once at this scale" in far.describe()
+    # auto reads the whole folder (a fifth attack round: sprites scored 13.0 vs 26.1 mRR@1 against the catalog's scale)
+    assert "may score better with --anchor-scale catalog" in far.describe()
+    assert "--anchor-scale catalog" not in near.describe() + choose_anchor_scale(64, paths, 40).describe()
     assert choose_anchor_scale("catalog", paths, 40).used == 40 and choose_anchor_scale(64, paths, 40).used == 64
 
 

@@ -97,7 +97,10 @@ class AnchorScale:
                  if self.adapted else "the embed stage's features")
         capped = (f"; {self.capped_from} px asked for, but no anchor image is larger than {self.used} px, so they are "
                   "the same views" if self.capped_from is not None else "")
-        return f"anchors at {size(self.used)} ({source}{capped}; {state})"
+        # auto reads the whole folder: another folder holding the same image can score it at another scale
+        hint = ("; the scale follows this folder's images, so a folder of catalog-style sprites may score better with "
+                "--anchor-scale catalog" if self.setting == "auto" and self.adapted else "")
+        return f"anchors at {size(self.used)} ({source}{capped}; {state}{hint})"
 
 
 def ladder_at_least(px: int) -> int:
