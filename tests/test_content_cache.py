@@ -49,7 +49,7 @@ def test_damaged_or_pickled_files_are_recomputed_never_loaded(tmp_path):
 
 def test_the_folder_keeps_under_its_limit_dropping_the_least_recently_used(tmp_path):
     entry = np.zeros(1000, np.float64)  # 8 kB of data per entry
-    cache = ContentCache(tmp_path, limit_bytes=3 * 8_500)
+    cache = ContentCache(tmp_path, limit_bytes=3 * 9_000)  # 3 entries of ~8.7 kB (data, key, zip headers) fit, 4 do not
     calls: list[int] = []
     for i in range(3):
         cache.get({"i": i}, [], _counted(entry, calls))
@@ -81,3 +81,33 @@ def test_a_cache_whose_folder_is_a_file_still_returns_the_result(tmp_path):
     (tmp_path / "blocked").write_text("not a folder")
     out = ContentCache(tmp_path / "blocked").get({}, [], lambda: {"x": np.arange(3)})
     assert out["x"].tolist() == [0, 1, 2]
+
+
+def test_an_entry_copied_over_another_keys_file_is_recomputed_not_served(tmp_path):
+    """Entries were checked by shape only: a configuration's file copied over another's name was served as its own
+    (one row of the retrieval table changed, silently). Each entry holds its key."""
+    cache = ContentCache(tmp_path)
+    calls: list[int] = []
+    cache.get({"config": "a"}, [], _counted(np.zeros(3), calls))
+    cache.get({"config": "b"}, [], _counted(np.ones(3), calls))
+    a, b = (tmp_path / f"{cache.key({'config': c}, [])}.npz" for c in "ab")
+    a.write_bytes(b.read_bytes())
+    assert cache.get({"config": "a"}, [], _counted(np.zeros(3), calls))["x"].tolist() == [0, 0, 0] and len(calls) == 3
+
+
+def test_the_key_holds_every_named_module_and_the_numerics_pins(tmp_path, monkeypatch):
+    """The bridge and probe keys hashed only their own file: a change to `eval.splits` (the folds both draw) served the
+    old arrays. A named module's text, and the pins in effect, are part of the key."""
+    helper = tmp_path / "helper.py"
+    helper.write_text("FOLDS = 2\n")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("helper_for_cache_test", helper)
+    module = importlib.util.module_from_spec(spec)
+    cache = lambda: ContentCache(tmp_path / "c", [module])  # noqa: E731
+    before = cache().key({}, [])
+    helper.write_text("FOLDS = 3\n")
+    assert cache().key({}, []) != before
+    pinned = cache().key({}, [])
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "7")
+    assert cache().key({}, []) != pinned

@@ -1,8 +1,10 @@
 """Derived arrays kept on disk by the content of everything they are computed from: the input arrays, the knobs, the
-source of the code that computes them and the libraries' versions. A stage rerun for a param the computation does
-not read (a retrieval λ, say) reads the arrays back instead of recomputing them; any change to an input is a new
-key, so nothing stale is ever read. Derived data only: a missing or damaged file is recomputed, and files are read
-with `allow_pickle=False`.
+source of the code that computes them (every module the caller names: the computation's own and the helpers whose
+arithmetic it uses), the libraries' versions and the numerics pins in effect (they choose kernels, so low bits). A
+stage rerun for a param the computation does not read (a retrieval λ, say) reads the arrays back instead of
+recomputing them; any change to an input is a new key. Each entry holds its own key and is served only under it, so a
+file renamed or copied over another is recomputed, not read. Derived data only: a missing or damaged file is
+recomputed, and files are read with `allow_pickle=False`.
 """
 
 from __future__ import annotations
@@ -14,25 +16,33 @@ import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
+
+from polarcatalog.numerics import in_effect
 
 
 LIMIT_BYTES = 1 << 30  # per folder: past it, the least recently used entries go (each is recomputed on its next use)
 
 
-class ContentCache:
-    """`folder`: where the arrays are kept (None: compute every time). `code`: the source files whose text is part of
-    every key (a change to the computation is a new key). `versions`: library versions that shape the numbers.
-    `limit_bytes`: the folder's size past which the least recently used entries are removed after a write (every
-    code change and every configuration adds entries; nothing else would ever remove them)."""
+KEY = "__key__"  # the entry's own key, stored beside its arrays
 
-    def __init__(self, folder: Path | None, code: Sequence[Path] = (), limit_bytes: int = LIMIT_BYTES, **versions: str):
+
+class ContentCache:
+    """`folder`: where the arrays are kept (None: compute every time). `code`: the modules (or source files) whose
+    text is part of every key: the computation's and every helper it calls that shapes its numbers. `versions`:
+    library versions that shape the numbers (numpy's and the numerics pins are always in). `limit_bytes`: the folder's
+    size past which the least recently used entries are removed after a write (every code change and every
+    configuration adds entries; nothing else would ever remove them)."""
+
+    def __init__(self, folder: Path | None, code: Sequence[Path | ModuleType] = (), limit_bytes: int = LIMIT_BYTES,
+                 **versions: str):
         self.folder = None if folder is None else Path(folder)
         self.limit_bytes = limit_bytes
-        self.versions = {"numpy": np.__version__, **versions}
-        self._code = sorted(str(Path(p)) for p in code)
+        self.versions = {"numpy": np.__version__, "pins": in_effect(), **versions}
+        self._code = sorted(str(Path(c.__file__ if isinstance(c, ModuleType) else c)) for c in code)
         self.hits = self.misses = 0
 
     def key(self, knobs: Mapping[str, Any], arrays: Iterable[np.ndarray]) -> str:
@@ -51,8 +61,9 @@ class ContentCache:
         """The arrays `compute()` returns for these inputs: read back when kept (and `valid`), else computed and kept."""
         if self.folder is None:
             return compute()
-        path = self.folder / f"{self.key(knobs, arrays)}.npz"
-        kept = _read(path)
+        key = self.key(knobs, arrays)
+        path = self.folder / f"{key}.npz"
+        kept = _read(path, key)
         if kept is not None and valid(kept):
             self.hits += 1
             _touch(path)  # recently used: the last to go
@@ -62,7 +73,7 @@ class ContentCache:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(dir=self.folder, suffix=".tmp", delete=False) as tmp:
-                np.savez(tmp, **out)
+                np.savez(tmp, **out, **{KEY: np.array(key)})
             os.replace(tmp.name, path)  # whole or not at all: two stages writing the same key write the same bytes
         except OSError:  # a read-only or full disk: the result stands, it is only not kept
             if "tmp" in locals():
@@ -96,11 +107,13 @@ def _touch(path: Path) -> None:
         pass
 
 
-def _read(path: Path) -> dict[str, np.ndarray] | None:
+def _read(path: Path, key: str) -> dict[str, np.ndarray] | None:
+    """The entry's arrays when it holds `key` (not a file of another key copied over it), else None."""
     if not path.is_file():
         return None
     try:
         with np.load(path, allow_pickle=False) as z:
-            return {name: z[name] for name in z.files}
+            kept = {name: z[name] for name in z.files}
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):  # damaged: recomputed and written again
         return None
+    return kept if str(kept.pop(KEY, "")) == key else None

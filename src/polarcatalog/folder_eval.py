@@ -124,13 +124,13 @@ class EvaluateResult:
             lines.append(f"+KGret (B = {kg['B']}): {kg['species added per query']:.2f} species added per query by the "
                          "knowledge graph ([kg] in the lists above); evidence set = first-stage top-k + bridged, "
                          "ordered by the re-ranker"
-                         + (f"; completeness {_pc(kg['completeness (labelled)'])} % vs "
-                            f"{matched.removesuffix(' (labelled)')} {_pc(kg[matched])} % over {kg['labelled']} labelled "
+                         + (f"; completeness {_pct(kg['completeness (labelled)'], 1)} vs "
+                            f"{matched.removesuffix(' (labelled)')} {_pct(kg[matched], 1)} over {kg['labelled']} labelled "
                             "queries" if kg["labelled"] else ""))
         if self.constraint and self.metrics:
             c = self.metrics["constraint"]
             conflict = next(key for key in c if key.startswith("Conflict@"))
-            value = "n/a (no image ranked)" if c[conflict] is None else f"{_pc(c[conflict])} %"
+            value = "n/a (no image ranked)" if c[conflict] is None else _pct(c[conflict], 1)
             lines.append(f"constraint: {conflict} {value}, gold contradicted by the memory {c['gold contradicted by the memory']}")
         if self.metrics and self.metrics.get("labelled") is None and self.metrics.get("unknown_labels"):
             lines.append("\nno image has a label naming a catalog species: nothing scored")
@@ -195,12 +195,13 @@ def idle_override(key: str, params: Params, anchor_scale: str | int = "auto") ->
     """Why a `--set key` that evaluate reads changes nothing under the rest of the configuration (a knob of a part
     that is switched off), or None. The configuration line marks it, so a sweep over it is not read as a null result."""
     rp = params.retrieval
-    # CSLS reads query statistics: none when each query is centred by the catalog alone (`query_side`)
-    no_csls = (rp.hubness == "none", "retrieval.hubness is none") if rp.hubness == "none" else \
-        (not rp.center or rp.query_centre == "catalog", "CSLS needs query statistics, and retrieval.query_centre is "
-                                                         "catalog" if rp.center else "retrieval.center is false")
+    # CSLS reads query statistics: none when each query is centred by the catalog alone, or not centred (`query_side`)
+    statistics = "retrieval.center is false" if not rp.center else \
+        "CSLS needs query statistics, and retrieval.query_centre is catalog" if rp.query_centre == "catalog" else None
     idle = {
-        "retrieval.hubness": no_csls if rp.hubness != "none" else (False, ""),
+        "retrieval.hubness": (rp.hubness != "none" and statistics is not None, statistics),
+        "retrieval.hubness_k": (rp.hubness == "none" or statistics is not None,
+                                "retrieval.hubness is none" if rp.hubness == "none" else statistics),
         # the seed draws an IVF index's training sample and the bridge's species folds; a flat index over anchors
         # reads neither
         "retrieval.seed": (rp.index == "flat" and rp.chunks == "anchors",
@@ -209,7 +210,6 @@ def idle_override(key: str, params: Params, anchor_scale: str | int = "auto") ->
         "retrieval.ivf_nlist": (rp.index == "flat", "retrieval.index is flat"),
         "retrieval.min_center_batch": (rp.query_centre != "batch", f"retrieval.query_centre is {rp.query_centre}"),
         "retrieval.small_batch_centre": (rp.query_centre != "batch", f"retrieval.query_centre is {rp.query_centre}"),
-        "retrieval.hubness_k": no_csls,
         "retrieval.colour_invariant_dim": (not rp.colour_invariant, "retrieval.colour_invariant is empty"),
         "retrieval.lam": (rp.reranker is None, "retrieval.reranker is null"),
         # the ridge bridge maps text chunks into an image encoder's space; the anchors chunks read no text
@@ -305,13 +305,14 @@ def configuration_text(config: dict[str, dict[str, Any]]) -> str:
 QUALITY_BAR = 0.8  # a constraint concept whose exclusion recall or precision is below this is flagged under hard
 
 
+def _pct(x: float | None, decimals: int = 0, unit: str = " %") -> str:
+    """A fraction in %, as the reports print it."""
+    return "n/a" if x is None or not np.isfinite(x) else f"{100 * x:.{decimals}f}{unit}"
+
+
 def _pc(x: float) -> str:
-    """A fraction as the reports print it: in %, one decimal."""
-    return f"{100 * x:.1f}"
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None or not np.isfinite(x) else f"{100 * x:.0f} %"
+    """A metric in a line that says "in %": one decimal, no unit."""
+    return _pct(x, 1, "")
 
 
 def concept_quality(inputs: GraphInputs, memory: Memory, concepts: list[int], side: str) -> list[dict[str, Any]]:

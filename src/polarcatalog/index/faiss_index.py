@@ -21,6 +21,11 @@ def _faiss() -> Any:
     return faiss
 
 
+def faiss_version() -> str:
+    """The installed faiss's version (faiss-cpu or faiss-gpu): its kernels shape a search's low bits."""
+    return _faiss().__version__
+
+
 def gpu_available() -> bool:
     faiss = _faiss()
     return hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0

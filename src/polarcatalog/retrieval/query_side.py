@@ -14,12 +14,15 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from polarcatalog import vectors
 from polarcatalog.content_cache import ContentCache
+from polarcatalog.eval import splits
 from polarcatalog.eval.metrics import gold_ranks, per_query
 from polarcatalog.eval.splits import species_folds
 from polarcatalog.features.workspace import Workspace
-from polarcatalog.index.faiss_index import gpu_available
-from polarcatalog.numerics import in_effect
+from polarcatalog.index import faiss_index
+from polarcatalog.index.faiss_index import faiss_version, gpu_available
+from polarcatalog.retrieval import hubness, vrrag
 from polarcatalog.retrieval.vrrag import (VRRAG, Candidates, Catalog, Ranking, batch_statistics, build_catalog,
                                           prepare_queries, query_encoders)
 from polarcatalog.vectors import l2_normalise
@@ -125,18 +128,17 @@ class CandidateCache(ContentCache):
     """The workspace queries' top-r candidates, kept by the content of all they are computed from: the catalog's and
     the queries' vectors of the encoders the configuration reads, the colour bases it projects out, the dev/test
     split and species (the query-side groups), every retrieval knob but λ and k (a re-sort of the candidates), r,
-    the search's code, and the numerics pins and index device that shape its bits."""
+    the search's code, faiss's version and the index device (with numpy's and the pins, `ContentCache`)."""
 
-    CODE = [Path(__file__), *(Path(__file__).parents[1] / name for name in (
-        "retrieval/vrrag.py", "retrieval/hubness.py", "index/faiss_index.py", "vectors.py", "eval/splits.py"))]
+    CODE = [Path(__file__), vrrag, hubness, faiss_index, vectors, splits]
 
     def __init__(self, derived: Path | None):
-        super().__init__(None if derived is None else derived / "candidates", self.CODE)
+        super().__init__(None if derived is None else derived / "candidates", self.CODE, faiss=faiss_version())
 
     @staticmethod
     def knobs(rp: RetrievalParams, r: int) -> dict[str, Any]:
         knobs = {k: v for k, v in rp.model_dump(mode="json").items() if k not in ("lam", "k")}
-        return knobs | {"r": r, "pins": in_effect(), "gpu": gpu_available()}
+        return knobs | {"r": r, "gpu": gpu_available()}
 
     @staticmethod
     def inputs(ws: Workspace, catalog: Catalog, rp: RetrievalParams) -> list[np.ndarray]:

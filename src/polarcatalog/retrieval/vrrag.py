@@ -17,7 +17,6 @@ max over a species' chunks of λ s_m + (1-λ) s_i equals λ max s_m + (1-λ) s_i
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
@@ -25,10 +24,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from polarcatalog import vectors
 from polarcatalog.content_cache import ContentCache
+from polarcatalog.eval import splits
 from polarcatalog.eval.splits import species_folds
 from polarcatalog.index import build_index, search
-from polarcatalog.numerics import in_effect
 from polarcatalog.retrieval.hubness import csls_penalty
 from polarcatalog.vectors import l2_normalise
 
@@ -48,18 +48,18 @@ def fit_bridge(text: np.ndarray, target: np.ndarray, chunk_species: np.ndarray, 
     saw its species (open-vocabulary honesty). Returns (bridged chunk vectors, mean held-out cosine).
 
     The bias is a column of ones penalised like every other weight (no separate intercept), solved by Cholesky.
-    `cache`: a folder where the bridged vectors are kept by the content of the inputs and this file's code (every
-    stage builds the catalog, and a λ experiment rebuilds it with the same inputs)."""
+    `cache`: a folder where the bridged vectors are kept by the content of the inputs and the code (`ContentCache`;
+    every stage builds the catalog, and a λ experiment rebuilds it with the same inputs)."""
     def fit() -> dict[str, np.ndarray]:
         X = np.hstack([text, np.ones((len(text), 1), text.dtype)]).astype(np.float64)
         return {"bridged": l2_normalise(ridge_cross_fit(X, target.astype(np.float64),
                                                         species_folds(chunk_species, folds, seed), alpha))}
 
-    kept = ContentCache(cache, [Path(__file__)], scipy=version("scipy"), pins=json.dumps(in_effect(), sort_keys=True))
+    # the code: this file, the species folds and the normalisation it calls; scikit-learn solves what Cholesky refuses
+    kept = ContentCache(cache, [Path(__file__), splits, vectors], scipy=version("scipy"), sklearn=version("scikit-learn"))
     out = kept.get({"folds": folds, "alpha": alpha, "seed": seed}, (text, target, chunk_species), fit,
                    lambda k: k["bridged"].shape == (len(text), target.shape[1]))["bridged"]
     return out, float(np.mean(np.sum(out * l2_normalise(target), axis=1)))
-
 
 
 def ridge_cross_fit(X: np.ndarray, Y: np.ndarray, fold: np.ndarray, alpha: float) -> np.ndarray:

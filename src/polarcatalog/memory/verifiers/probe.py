@@ -4,7 +4,6 @@ ground-truth labels, and the reports say so."""
 
 from __future__ import annotations
 
-import json
 from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,8 +11,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from polarcatalog.content_cache import ContentCache
+from polarcatalog.eval import splits
 from polarcatalog.eval.splits import species_folds
-from polarcatalog.numerics import in_effect
 from polarcatalog.memory.verifiers.verifier_types import Scores
 from polarcatalog.progress import progress
 
@@ -23,7 +22,7 @@ if TYPE_CHECKING:  # annotations only: the inputs module pulls in the data layer
 
 class ProbeVerifier:
     """`cache`: a folder where the scores of each probe fit are kept by the content of everything they depend on (the
-    arrays, the knobs, this file's code, scikit-learn's version, the numerics pins), so a stage rerun for a param the
+    arrays, the knobs, this file's code, scikit-learn's version, the numerics pins; `ContentCache`), so a stage rerun for a param the
     probes do not read (a retrieval λ) reads them back instead of refitting hundreds of probes; None computes every
     time."""
 
@@ -36,8 +35,8 @@ class ProbeVerifier:
         A concept that is constant in a training fold gets that constant as its probability."""
         arrays = (train_x, train_y, train_species, score_x, score_species)
         shape = (len(score_x), train_y.shape[1])
-        cache = ContentCache(self.cache, [Path(__file__)], sklearn=version("scikit-learn"),
-                             pins=json.dumps(in_effect(), sort_keys=True))
+        # the code: this file and the species folds it draws (`eval.splits`)
+        cache = ContentCache(self.cache, [Path(__file__), splits], sklearn=version("scikit-learn"))
         return cache.get({"folds": self.folds, "c": self.c, "seed": self.seed, "dim": self.dim}, arrays,
                          lambda: {"scores": self._fit(*arrays)},
                          lambda kept: kept["scores"].shape == shape and bool(np.isfinite(kept["scores"]).all()))["scores"]
