@@ -150,12 +150,11 @@ def test_each_constraint_concepts_exclusion_quality_is_measured_against_the_trut
 
 def test_a_constrained_run_with_every_image_quarantined_renders_without_a_conflict_rate():
     """Conflict@k is None when no image was ranked: `:.3f` of None was a TypeError after all the work."""
-    constraint = folder_eval.Constraint("green", ["colour:green"], [], "hard", unread=["dinosaur"], facets=["colour", "type"])
+    constraint = folder_eval.Constraint("green", ["colour:green"], [], "hard")
     metrics = {"labelled": None, "unknown_labels": 0,
                "constraint": {"Conflict@5 (memory)": None, "gold contradicted by the memory": 0}}
     text = folder_eval.EvaluateResult(pd.DataFrame(), metrics, [], constraint).render()
     assert "constraint: Conflict@5 (memory) n/a (no image ranked), gold contradicted by the memory 0" in text
-    assert "words read as no concept (ignored): dinosaur; the memory's concepts are of these kinds: colour, type" in text
 
 
 def test_a_zero_width_interval_is_said_to_be_no_certainty():

@@ -152,9 +152,7 @@ def test_text_parser_says_what_it_did_not_read_and_what_contradicts_itself():
     ("a dark blue Pokémon", ["colour:blue"], []),
     ("a dark type that is not purple", ["type:dark"], ["colour:purple"]),
     ("a yellow Pokémon that is not an electric type", ["colour:yellow"], ["type:electric"]),
-    # "normal" as an everyday word is no type; said as a type, it is one
-    ("a normal-looking yellow Pokémon", ["colour:yellow"], []),
-    ("a yellow Pokémon of normal size, not electric", ["colour:yellow"], ["type:electric"]),
+    # "normal" said as a type is one (said alone it is refused: test_normal_said_alone_is_refused_with_a_hint)
     ("a normal type that is not brown", ["type:normal"], ["colour:brown"]),
     ("a normal-type Pokémon", ["type:normal"], []),
     ("not a normal Pokémon", [], ["type:normal"]),
@@ -178,7 +176,6 @@ def test_a_typed_constraint_reads_the_spellings_people_use(text, pos, neg):
 
 @pytest.mark.parametrize("text, pos, neg", [
     # a fifth attack round: each read an exclusion (or part of one) as a requirement
-    ("yellow and electric excluded", [], ["colour:yellow", "type:electric"]),
     ("red, blue and green excluded", [], ["colour:red", "colour:blue", "colour:green"]),
     ("a yellow one, electric types excluded", ["colour:yellow"], ["type:electric"]),
     ("without fire and water", [], ["type:fire", "type:water"]),
@@ -223,9 +220,76 @@ def test_an_exclusion_the_parser_cannot_place_is_refused_not_read_as_wanted():
     assert parse_constraint("a yellow Pokémon that can't be an electric type", VOCAB).unread == ()
 
 
-def test_normal_said_alone_is_reported_as_a_word_read_as_no_concept():
-    q = parse_constraint("a normal yellow Pokémon", VOCAB)
-    assert q.q_pos == ("colour:yellow",) and q.unread == ("normal",)
+def test_normal_said_alone_is_refused_with_a_hint():
+    """'normal' alone may be the type or an everyday word: either guess changes the constraint for someone."""
+    for text in ("a normal yellow Pokémon", "a normal-looking yellow Pokémon", "a yellow Pokémon of normal size"):
+        with pytest.raises(ValueError, match="'normal(-looking)?'.* no concept.*'normal(-looking)?' → 'normal type'"):
+            parse_constraint(text, VOCAB)
+
+
+@pytest.mark.parametrize("text, pos, neg", [
+    # a sixth attack round: each of these read an exclusion as a requirement, or the reverse
+    ("yellow but electric excluded", ["colour:yellow"], ["type:electric"]),  # the list stops at a clause word
+    ("a yellow pokemon, but electric types excluded", ["colour:yellow"], ["type:electric"]),
+    ("pokemon with wings excluded", [], ["shape:wings"]),
+    ("excluding fire, water, and grass types", [], ["type:fire", "type:water", "type:grass"]),  # Oxford comma
+    ("without wings, legs, and arms", [], ["shape:wings", "shape:legs", "shape:arms"]),
+    ("neither fire, water, nor grass", [], ["type:fire", "type:water", "type:grass"]),
+    ("no fire, no water, and blue", ["colour:blue"], ["type:fire", "type:water"]),  # no list: ", and" ends it
+    ("not fire is blue", ["colour:blue"], ["type:fire"]),  # a verb ends a negation that reached a concept
+    ("without wings has legs", ["shape:legs"], ["shape:wings"]),
+    ("not fire although it is blue", ["colour:blue"], ["type:fire"]),
+    ("not fire because blue", ["colour:blue"], ["type:fire"]),
+    ("not fire. blue", ["colour:blue"], ["type:fire"]),
+    ("not fire (it is blue)", ["colour:blue"], ["type:fire"]),
+    ("not (red or fire), blue", ["colour:blue"], ["colour:red", "type:fire"]),
+    ("no-fire blue", ["colour:blue"], ["type:fire"]),
+    ("blue & ~red", ["colour:blue"], ["colour:red"]),
+    ("red isn't allowed", [], ["colour:red"]),  # a contracted post-positive
+    ("fire aren't allowed, blue", ["colour:blue"], ["type:fire"]),
+    ("red, fire: never", ["colour:red"], ["type:fire"]),
+    ("red, fire = no", ["colour:red"], ["type:fire"]),
+    ("excluded: fire, red", ["colour:red"], ["type:fire"]),
+    ("red, fire forbidden", ["colour:red"], ["type:fire"]),
+    ("wingless red", ["colour:red"], ["shape:wings"]),
+    ("fireless blue", ["colour:blue"], ["type:fire"]),
+    ("nonelectric yellow", ["colour:yellow"], ["type:electric"]),
+    ("a small yellow pokemon that is not electric and lives in the forest",
+     ["size:small", "colour:yellow", "habitat:forest"], ["type:electric"]),  # the alias's verb opens a clause
+    ("a blue pokemon that doesn't live in the sea", ["colour:blue"], ["habitat:sea"]),
+    ("a medium-sized pokemon that's not blue", ["size:medium-sized"], ["colour:blue"]),
+])
+def test_a_typed_constraint_reads_clauses_lists_and_one_word_exclusions(text, pos, neg):
+    q = parse_constraint(text, VOCAB)
+    assert (list(q.q_pos), list(q.q_neg), q.disjoined, q.unread) == (pos, neg, (), ())
+
+
+@pytest.mark.parametrize("text, message", [
+    # a word the parser does not read may reverse the sentence: refused, not dropped
+    ("red, fire banned forever", "'forever' is no concept"),
+    ("red, skip fire", "'skip' is no concept"),
+    ("red, missing wings", "'missing' is no concept"),
+    ("not only fire but also water", "'only' is no concept"),
+    ("not necessarily fire", "'necessarily' is no concept"),
+    ("a green dinosaur that can fly", "'dinosaur', 'fly' are no concepts.*'fly' → 'flying"),
+    # negations of negations and negations of nothing
+    ("not not fire", "negates a negation"),
+    ("not a non-fire type", "negates a negation"),
+    ("fire not excluded", "negates an exclusion"),
+    ("fire isn't excluded", "negates an exclusion"),
+    ("red, not, fire", "'not' negates no concept"),
+    ("red but fire not", "'not' negates no concept"),
+    ("I don't want anything that isn't fire", "'not' negates no concept"),
+    # "not A and B" may exclude both or the pair; a list of two kinds may exclude one or both
+    ("NOT red AND blue", "unclear whether 'blue' is excluded along with 'red'"),
+    ("it can't be red and blue", "unclear whether 'blue' is excluded along with 'red'"),
+    ("not red, blue, and green", "unclear whether 'blue' is excluded along with 'red'"),
+    ("red and wings not included", "unclear whether 'wings' is excluded along with 'red'"),
+    ("yellow and electric excluded", "unclear whether 'electric type' is excluded along with 'yellow'"),
+])
+def test_a_constraint_the_parser_cannot_read_whole_is_refused(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_constraint(text, VOCAB)
 
 
 def test_a_wanted_or_is_reported_and_an_excluded_or_is_both_excluded():

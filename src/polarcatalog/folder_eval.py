@@ -60,8 +60,6 @@ class Constraint:
     q_neg: list[str]
     strength: str
     quality: list[dict[str, Any]] = field(default_factory=list)  # `concept_quality`, one record per constraint concept
-    unread: list[str] = field(default_factory=list)  # words the parser read as no concept: ignored, and said so
-    facets: list[str] = field(default_factory=list)  # the vocabulary's concept groups (colour, type, ...)
 
     def quality_lines(self) -> list[str]:
         """Each concept's measured exclusion quality, and a warning where a hard constraint rests on a weak one."""
@@ -102,9 +100,6 @@ class EvaluateResult:
             c = self.constraint
             lines.append(f"constraint {c.text!r}: has {c.q_pos or '-'}, not_has {c.q_neg or '-'} ({c.strength}; "
                          "[has] = the memory entails it, [conflict] = the memory contradicts it)")
-            if c.unread:
-                lines.append(f"  words read as no concept (ignored): {', '.join(c.unread)}; the memory's concepts are "
-                             f"of these kinds: {', '.join(c.facets)}")
             lines += c.quality_lines()
         for row in self.predictions.itertuples():
             place = f"rank {row.gold_rank:g}" if np.isfinite(row.gold_rank) else "not among the retrieved candidates"
@@ -367,8 +362,7 @@ def _memory_for(ws: Workspace, params: Params, root: Path, where: str) -> _Memor
     index = {c.id: j for j, c in enumerate(inputs.vocab)}
     q_pos, q_neg = [index[c] for c in parsed.q_pos], [index[c] for c in parsed.q_neg]
     quality = concept_quality(inputs, memory, q_pos, "has") + concept_quality(inputs, memory, q_neg, "not")
-    constraint = Constraint(where, list(parsed.q_pos), list(parsed.q_neg), gp.constraint.label(), quality,
-                            list(parsed.unread), sorted({c.group for c in inputs.vocab}))
+    constraint = Constraint(where, list(parsed.q_pos), list(parsed.q_neg), gp.constraint.label(), quality)
     return _Memory(constraint, inputs, memory, q_pos, q_neg)
 
 
@@ -628,7 +622,7 @@ def _evaluate_claimed(params: Params, root: Path, folder: Path, labels: Path | N
         metrics["constraint"] = {"text": constraint.text, "has": constraint.q_pos, "not_has": constraint.q_neg,
                                  "strength": constraint.strength, f"Conflict@{k} (memory)": conflict if len(q) else None,
                                  "gold contradicted by the memory": int((gold_state == -1).sum()),
-                                 "concept quality": constraint.quality, "words read as no concept": constraint.unread}
+                                 "concept quality": constraint.quality}
     if bridged is not None:  # which of the listed species the knowledge graph added (the rest: the first-stage top-k)
         pred["bridged_names"] = [[names.get(x, "?") for x in row] for row in bridged.added_ids]
     metrics = metrics or _unlabelled(q, scale, stats)
