@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import difflib
 import re
+import unicodedata
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from polarcatalog.data.concepts import Concept, normalise_text
 
@@ -41,6 +42,9 @@ class ParsedQuery:
     ambiguous: tuple[tuple[str, str], ...] = ()
     doubled: tuple[str, ...] = ()  # coordinated: negation cues in a row ("not not fire", "isn't without wings")
     dangling: tuple[str, ...] = ()  # coordinated: negation cues that reach no concept ("red, not, fire", "fire no")
+    # coordinated: (excluded, next) where "not" after an exclusion may exempt rather than exclude ("exclude fire, not
+    # water")
+    exempted: tuple[tuple[str, str], ...] = ()
 
 
 def parse_structured(query: Mapping[str, Sequence[str]], vocab: list[Concept]) -> ParsedQuery:
@@ -68,7 +72,8 @@ def parse_text(text: str, vocab: list[Concept], coordinated: bool = False) -> Pa
     pattern = re.compile(r"\b(" + "|".join(re.escape(a) for a in aliases) + r")\b") if aliases else None
     s = normalise_text(text).replace("n't", " not")
     s = re.sub(r"\bnon-", "non ", s)
-    tokens = re.findall(r"[\w\-'.]+|[,;]", s)
+    # coordinated: any other symbol is a token too ("/", "=", "<"), so that it is reported as unread, not skipped
+    tokens = re.findall(r"[\w\-'.]+|[,;]" + (r"|[^\w\s,;]+" if coordinated else ""), s)
     mentions = list(pattern.finditer(s)) if pattern else []
     covered = [(m.start(), m.end()) for m in mentions]
     # positions (character offsets) of cues, boundaries and mentions, in order
@@ -99,13 +104,18 @@ def parse_text(text: str, vocab: list[Concept], coordinated: bool = False) -> Pa
     listed: str | None = None  # coordinated: the negated concept whose list an "and" / "," may continue
     loose = False  # coordinated: that list is "not A and B", which may exclude both or only the pair
     cue, reached = "", 0  # coordinated: the negation in force and how many concepts it has reached
+    ended = ""  # coordinated: the cue of a negation a boundary has just ended (after it reached a concept)
     doubled: list[str] = []
     dangling: list[str] = []
+    exempted: list[tuple[str, str]] = []
+    pending: tuple[str, str] | None = None  # coordinated: (kind, concept) a next concept makes unclear
     previous = ""  # the kind of the event before this one
     for i, (_, kind, value) in enumerate(events):
         if kind == "neg":
-            if coordinated and previous == "neg":
-                doubled.append(value)
+            if coordinated and negated and not reached and previous != "or":
+                doubled.append(value)  # "not not fire", "does not have no wings"
+            if coordinated and value == "not" and previous == "reset" and ended == "without" and last in neg:
+                pending = ("exempt", last)  # "exclude fire, not water": water excluded too, or exempted?
             negated, listed, cue, reached = True, None, value, 0
         elif kind == "reset":
             joiner = value if value == "and" else _list_joiner(events, i) if value == "," else None
@@ -116,28 +126,39 @@ def parse_text(text: str, vocab: list[Concept], coordinated: bool = False) -> Pa
             else:
                 if coordinated and negated and not reached:
                     dangling.append(cue)  # "red, not, fire"
+                if (coordinated and negated and value == "," and previous == "concept" and i + 1 < len(events)
+                        and events[i + 1][1] == "concept" and group[events[i + 1][2]] == group[last]):
+                    ambiguous.append((last, events[i + 1][2]))  # "no fire, water": a list, or a new clause?
+                if negated:
+                    ended = cue if reached else ""
                 negated, either, listed = False, False, None
         elif kind == "verb":
-            if listed is not None or (negated and reached):  # "not fire and has wings", "not fire is blue"
+            if coordinated and negated and previous == "or":
+                pending = ("or", last)  # "not fire or has wings": a disjunction of clauses
+            elif coordinated and negated and previous == "concept" and listed is None:
+                pending = ("verb", last)  # "not a fire type living in the sea": which is excluded?
+            if listed is not None or (negated and reached):  # "not fire and has wings"
                 negated, either, listed = False, False, None
         elif kind == "or":
             either = not negated  # "not yellow or electric" excludes both: only a wanted "or" is a disjunction
         else:
-            if coordinated and negated and last is not None and last in neg and (
-                    listed is not None or previous == "concept") and (group[value] != group[last] or (
-                    listed is not None and loose)):
-                ambiguous.append((last, value))
+            if coordinated and negated and last is not None and last in neg and (previous == "concept" or (
+                    listed is not None and (group[value] != group[last] or loose))):
+                ambiguous.append((last, value))  # "not electric yellow", "not a red fire type", "not red and blue"
+            if pending is not None and pending[1] is not None:
+                {"exempt": exempted, "or": disjoined, "verb": ambiguous}[pending[0]].append((pending[1], value))
             if either and last is not None:  # "fire or water"; also "fire or not water", which no conjunction says
                 disjoined.append((last, value))
             (neg if negated else pos)[value] = None
-            last, either, listed, reached = value, False, None, reached + negated
+            last, either, listed, reached, pending = value, False, None, reached + negated, None
+            ended = ended if negated else ""
         previous = kind
     if coordinated and negated and not reached:
         dangling.append(cue)  # "red, fire no"
     both = set(pos) & set(neg)
     return ParsedQuery(tuple(c for c in pos if c not in both), tuple(neg), tuple(c for c in pos if c in both),
                        tuple(w for w in unread if w), tuple(disjoined), tuple(ambiguous), tuple(doubled),
-                       tuple(dangling))
+                       tuple(dangling), tuple(exempted))
 
 
 def _list_joiner(events: list[tuple[int, str, str]], comma: int) -> str | None:
@@ -158,12 +179,14 @@ SHADES = ("dark", "light", "pale", "bright", "deep")  # "dark blue" is a blue, n
 EVERYDAY_TYPES = ("normal",)
 # Words of a typed constraint that carry no concept and cannot change what is excluded: a plural of "type", what
 # "can't" and "won't" leave of "can" and "will" once "n't" is read as "not", and the words a request is framed in.
-CONSTRAINT_FILLER = frozenset("type types ca wo can must should could be being i me my we us want looking for find "
+CONSTRAINT_FILLER = frozenset("type types ca wo can must should could be being i me my we us am want looking for find "
                               "show give something anything everything ones pokemons creature creatures colour color "
-                              "coloured colored please to at all sized those these ones".split())
+                              "coloured colored colours colors shapes sizes please to at all every sized size those "
+                              "these what got allowed".split())
 # Words that say "not" in a way `parse_constraint` does not rewrite: refused with a message of their own.
 UNREAD_NEGATIONS = frozenset("minus sans unlike barring bar besides excepting omitting omit lacked unless instead "
-                             "isnot aint nope nothing none".split())
+                             "isnot aint nope nothing none free less missing devoid exception save aside outside skip "
+                             "drop remove ignore reject ban false 0 un anti".split())
 # "doesnt", "dont", …: a contraction typed without its apostrophe
 APOSTROPHELESS = ("doesnt", "dont", "didnt", "isnt", "arent", "wasnt", "werent", "cant", "couldnt", "wont", "wouldnt",
                   "shouldnt", "hasnt", "havent", "hadnt", "mustnt", "neednt")
@@ -172,9 +195,13 @@ EXCLUDED = (r"(?:excluded|forbidden|banned|prohibited|disallowed|unwanted|"
             r"not (?:allowed|wanted|included|permitted|welcome|ok|okay))")
 POST_POSITIVE = re.compile(r"\s*(?:\b(?:(?:is|are|be)\s+)?\b" + EXCLUDED + r"\b"
                            r"|[:?=]\s*(?:no|not)\b(?=\s*(?:[,;.)]|$|and\b|but\b)))")
+# The same words, and a plain negation, before a colon: "excluded: fire, water", "no: fire", "banned types: fire"
+FACETS = r"(?:types?|colou?rs?|shapes?|sizes?|habitats?)"
+PREFIXED = re.compile(r"\b(?:" + EXCLUDED + r"|without|not|no)(?:\s+" + FACETS + r")?\s*[:=]\s*([^;.!?]*)")
 # Words that open a clause of their own, so a post-positive exclusion does not reach back over them ("yellow but
-# electric excluded" wants yellow)
-CLAUSE_OPENERS = re.compile(r"[;]|\b(?:but|with|that|which|while|yet|although|though|because|whereas)\b")
+# electric excluded" wants yellow, "yellow. electric excluded" too)
+CLAUSE_OPENERS = re.compile(r"[;.!?:(\[]|\s-+\s|\b(?:but|with|that|which|while|yet|although|though|because|whereas)\b")
+DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe63\uff0d"  # hyphens, en and em dashes, minus signs
 
 
 def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
@@ -184,62 +211,111 @@ def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
     wrong constraint costs more than a rephrasing. Before `parse_text` (coordinated lists), the spellings people use
     that chunk texts do not: a typographic apostrophe ("isn’t") or none ("doesnt"), "except" / "excluding" / "other
     than" / "all but" / "rather than" as negations, "fire-free", "wingless", "non-electric", "no-fire" and a search
-    box's "-electric" as one-word exclusions, a post-positive exclusion ("fire and water excluded", "red isn't allowed",
-    "electric: no"), sentence punctuation and "although" / "because" as clause ends, a shade word before a colour, and
-    "normal" said alone (an everyday word, EVERYDAY_TYPES). Refused as well: a negation whose reach is unclear ("not
-    electric and yellow", "red and wings excluded"), and a negated negation ("not not fire", "fire not excluded")."""
-    s = normalise_text(text).replace("\u2019", "'").replace("\u2018", "'").replace("n't", " not")
-    s = re.sub(r"\b(that|it|what|which|who)'s\b", r"\1 is", s).replace("i'd", "i would")
-    s = re.sub(r"\b(?:live|living) in the\b", "lives in the", s)  # the habitat aliases' one spelling
+    box's "-electric" / "!electric" / "type != fire" as one-word exclusions, an exclusion said after its list ("fire and
+    water excluded", "red isn't allowed", "electric: no") or before a colon ("excluded: fire, water"), sentence
+    punctuation and "although" / "because" as clause ends, a shade word before a colour, and "normal" said alone (an
+    everyday word, EVERYDAY_TYPES). Refused as well (`parse_text`'s reports): a negation whose reach is unclear ("not
+    electric and yellow", "no fire, water", "red and wings excluded"), a negated negation ("not not fire", "fire not
+    excluded"), a negation of nothing ("red, fire no"), and "not" after an exclusion ("exclude fire, not water")."""
+    words = {normalise_text(a) for c in vocab for a in c.aliases if " " not in a}
+    aliases = sorted({normalise_text(a) for c in vocab for a in c.aliases}, key=len, reverse=True)
+    concept = r"(?:(?:a|an|the)\s+)?(?:" + "|".join(map(re.escape, aliases)) + r")\b"
+    s = text
+    for quote in "\u2019\u2018`\u00b4":
+        s = s.replace(quote, "'")
+    s = normalise_text(unicodedata.normalize("NFKC", s))  # full-width "！", "，" as their ASCII forms
+    if re.search(r"(?:^|\s)!\s", s):
+        raise ValueError(f"--where {text!r}: a lone '!' may be an exclamation or a 'not'; write '!electric' or 'not "
+                         "electric' to exclude, or leave it out")
+    if re.search(r"\b(?:not|no)\s+(?:all|every)\b", s):
+        raise ValueError(f"--where {text!r}: 'not all' (some, but not every) is no constraint on one species; say "
+                         "what is excluded with 'not' (e.g. 'not fire')")
+    s = s.replace("n't", " not").replace("\uff01", "!").replace("\u00ac", " not ").replace("\u2227", " and ")
+    s = re.sub(r"(?<!\w)'|'(?!\w)|\"|[\u201c\u201d]", " ", s)  # quotes around a word: "not 'fire'"
+    s = re.sub(r"\b(that|it|what|which|who)'s\b", r"\1 is", s).replace("i'd", "i would").replace("i'm", "i am")
+    # dashes: before a word, a one-word exclusion ("–electric"), unless the word is a negation ("—not water"); between
+    # spaces, an en or em dash ends a clause and a hyphen or minus is left to be refused ("yellow - electric": minus?)
+    s = re.sub(r"\s*[\u2013\u2014\u2015]\s*(?=(?:not|no|without)\b)", " ; ", s)
+    s = re.sub(r"\s[\u2013\u2014\u2015]\s", " ; ", s)
+    s = re.sub("[" + DASHES + "]", "-", s)
+    s = re.sub(r"!=|\u2260|<>", " not ", s)  # "type != fire"
+    s = re.sub(r"[!~](\w+)", r" not \1 ,", s)  # "!electric", "yellow&&!electric": one word, its own clause
+    s = re.sub(r"[!~](?=\()", " not ", s)  # "~(electric)"
+    s = re.sub(r"/(?=\s*(?:no|not|without)\b)", " ; ", s)  # "yellow/not electric"
+    s = re.sub(r"&&?|\u2227", " and ", s)
+    s = re.sub(r"\|\|?|\u2228", " or ", s)
+    s = re.sub(r"(?<!\S)\+(?=\w)", "", s)  # a search box's "+blue"
+    # the habitat aliases' one spelling ("lives in the sea"), and a hyphenated alias said with a space ("fish shaped")
+    habitats = {m.group(1) for a in aliases if (m := re.fullmatch(r"lives in the (.+)", a))}
+    s = re.sub(r"\b(?:lives?|living) in (?:the |an? )?([\w ]+?)s?\b",
+               lambda m: f"lives in the {m.group(1)}" if m.group(1) in habitats else m.group(0), s)
+    for a in aliases:
+        if "-" in a:
+            s = re.sub(r"\b" + re.escape(a.replace("-", " ")) + r"\b", a, s)
     s = re.sub(r"\b(?:" + "|".join(APOSTROPHELESS) + r")\b", " not ", s)
+    s = re.sub(r"\b(?:rather than|instead of)\b([^,;]*),", r" without \1 ;", s)  # "instead of fire, water": water
     # set exclusions read as "without" (a list after one is excluded item by item); a verb's negation as "not"
     s = re.sub(r"\b(?:other than|apart from|except for|except|excluding|excludes|exclude|anything but|everything but|"
                r"rather than|instead of|avoiding|avoids|avoid)\b", " without ", s)
     s = re.sub(r"\b(?:cannot|can not|never)\b", " not ", s)
-    # "all but yellow", "every colour but yellow" (not "all yellow but not electric": a "but" before a negation)
-    s = re.sub(r"\b(?:all|every(?:one)?|any(?:one)?)(?:\s+(?!but\b)\w+)?\s+but\b(?!\s+(?:not|no)\b)", " without ", s)
+    if re.search(r"\b(?:all|any|every|everything|anything|everyone|anyone)\b", s):  # "all but yellow", "any
+        s = re.sub(r"\bbut\s+(?=" + concept + ")", " without ", s)  # yellow one but the electric ones"
     s = re.sub(r"(?<![\w/])w/o\b|\b(?:free of|lacks|lack)\b", " without ", s)
     s = re.sub(r"\bzero\b", " no ", s)
-    s = re.sub(r"\b" + EXCLUDED + r"\s*[:=]", " not ", s)  # "excluded: fire, red" names the list after it
+    s = re.sub(r"\b" + FACETS + r"\s*:(?=\s*(?:[^\s:]|$))(?!\s*(?:no|not)\b)", " ", s)  # "colour: yellow"
+    s = PREFIXED.sub(lambda m: " ".join(f"without {item} ," for item in re.split(r",|\band\b|\bor\b", m.group(1))
+                                        if item.strip()) + " ;", s)  # "excluded: fire, water": each item
     # one-word exclusions, each its own clause: "not-yellow", "non-electric yellow" (yellow wanted), "-electric"
-    s = re.sub(r"(?:\b(?:not|non|no)-|(?:(?<=\s)|^)[-!~])(\w+)((?:[ -]types?)?)", r" not \1\2 ,", s)
-    s = re.sub(r"&&?", " and ", s)
-    words = {normalise_text(a) for c in vocab for a in c.aliases if " " not in a}
-    s = re.sub(r"\b(\w+?)(?:-free|-less|less)\b",  # "fire-free red" and "wingless" want red and exclude wings
-               lambda m: f"without {m.group(1)} ," if m.group(1) in words or m.group(1) + "s" in words or "-" in
-               m.group(0) else m.group(0), s)
+    s = re.sub(r"(?:\b(?:not|non|no)-|(?:(?<=[\s,;(:])|^)[-!~])(\w+)((?:[ -]types?)?)", r" not \1\2 ,", s)
+    s = re.sub(r"\bnon (\w+)", lambda m: f" not {m.group(1)} ," if m.group(1) in words else m.group(0), s)
+    s = re.sub(r"\b(\w+?)(?:-free|-less|less| free)\b",  # "fire-free red" and "wingless" want red and exclude wings
+               lambda m: f"without {m.group(1)} ," if m.group(1) in words or m.group(1) + "s" in words or (
+                   "-" in m.group(0)) else m.group(0), s)
     s = re.sub(r"\bnon(\w+)\b", lambda m: f" not {m.group(1)} ," if m.group(1) in words else m.group(0), s)
     s = re.sub(r"\bwithout (\w+) ,", lambda m: f"without {m.group(1)}s ," if m.group(1) + "s" in words and
                m.group(1) not in words else m.group(0), s)
-    s = _post_positive(s, text)
-    s = re.sub(r"\b(not|no|without)\s*:", r"\1 ", s)  # "red, not: fire"
-    s = re.sub(r"[(\[]", " ", re.sub(r"[)\]]", " , ", s))  # "not (red or fire), blue"; "a blue (not water) one"
+    mention = re.compile(r"\b(" + "|".join(map(re.escape, aliases)) + r")\b")
+    group = {normalise_text(a): c.group for c in vocab for a in c.aliases}
+    s = _post_positive(s, text, lambda piece: {group[m.group(1)] for m in mention.finditer(piece)})
+    # a bracket is a clause of its own ("a blue (not water) one"), except after a negation ("not (red or fire), blue")
+    s = re.sub(r"(\w*)\s*[(\[]", lambda m: f"{m.group(1)} " + ("" if m.group(1) in ("not", "no", "without") else ", "),
+               re.sub(r"[)\]]", " , ", s))
     s = re.sub(r"[.!?:]|\b(?:although|though|because|whereas)\b", " ; ", s)
+    s = s.replace("=", " ")  # "colour = yellow"
     colours = sorted({normalise_text(a) for c in vocab if c.group == "colour" for a in c.aliases}, key=len, reverse=True)
     if colours:
         s = re.sub(r"\b(?:" + "|".join(SHADES) + r")[ -](?=(?:" + "|".join(map(re.escape, colours)) + r")\b)", "", s)
     s = re.sub(r"(?<!\btype )\b(" + "|".join(EVERYDAY_TYPES) + r")\b(?![ -](?:types?|pokemon)\b)", r"\1_", s)
+    if re.search(r"\bnor\b", s) and not re.search(r"\b(?:neither|not|no|without)\b.*\bnor\b", s):
+        raise ValueError(f"--where {text!r}: 'nor' has no 'neither' or 'not' before it; say 'neither fire nor water' "
+                         "to exclude both")
     q = parse_text(s, vocab, coordinated=True)
-    cues = [w for w in q.unread if w in UNREAD_NEGATIONS]
+    cues = [w for w in q.unread if w in UNREAD_NEGATIONS or re.fullmatch(r"(?:not|no|non|un|anti)-?\w+", w) and (
+        re.sub(r"^(?:not|no|non|un|anti)-?", "", w) in words)]
     if cues:  # an exclusion this parser cannot place: read as a wanted concept, it would flip the constraint
         raise ValueError(f"--where {text!r}: {', '.join(repr(w) for w in cues)} reads like an exclusion, which this "
-                         "parser does not know how to apply; say it with 'not' or 'without' (e.g. 'a yellow Pokémon "
-                         "that is not an electric type')")
-    if q.dangling:
-        raise ValueError(f"--where {text!r}: {q.dangling[0]!r} negates no concept; put it before what is excluded "
-                         "(e.g. 'red, not fire')")
-    if q.doubled:
-        raise ValueError(f"--where {text!r} negates a negation; say once what is excluded (e.g. 'not fire') and what "
-                         "is wanted (e.g. 'fire')")
-    if q.ambiguous:
-        names = {c.id: c.name for c in vocab}
-        a, b = (names[c] for c in q.ambiguous[0])
-        raise ValueError(f"--where {text!r}: it is unclear whether {b!r} is excluded along with {a!r}; say 'not {a} "
-                         f"and not {b}' to exclude both, or give {b!r} a clause of its own ('{b}, not {a}')")
+                         "parser does not know how to apply; say it with 'not' or 'without' before the concept (e.g. "
+                         "'a yellow Pokémon that is not an electric type')")
     unread = [re.sub(r"\b(" + "|".join(EVERYDAY_TYPES) + r")_", r"\1", w) for w in q.unread
               if w not in CONSTRAINT_FILLER]
     if unread:
         raise ValueError(_unread_message(text, unread, vocab))
+    if q.doubled:
+        raise ValueError(f"--where {text!r} negates a negation; say once what is excluded (e.g. 'not fire') and what "
+                         "is wanted (e.g. 'fire')")
+    if q.dangling:
+        raise ValueError(f"--where {text!r}: a negation there reaches no concept; put 'not' right before what is "
+                         "excluded (e.g. 'red, not fire')")
+    names = {c.id: normalise_text(c.aliases[0]) for c in vocab}  # what the messages suggest must parse back
+    if q.ambiguous:
+        a, b = (names[c] for c in q.ambiguous[0])
+        raise ValueError(f"--where {text!r}: it is unclear which of {a!r} and {b!r} are excluded; say 'not {a} and "
+                         f"not {b}' to exclude both, or '{a}, not {b}' or '{b}, not {a}' to exclude one")
+    if q.exempted:
+        a, b = (names[c] for c in q.exempted[0])
+        raise ValueError(f"--where {text!r}: it is unclear whether 'not {b}' excludes {b!r} as well or exempts it "
+                         f"from the exclusion of {a!r}; say 'not {a} and not {b}' to exclude both, or leave {b!r} "
+                         f"out to exclude {a!r} only")
     return replace(q, unread=())
 
 
@@ -260,22 +336,32 @@ def _unread_message(text: str, unread: list[str], vocab: list[Concept]) -> str:
             f"or name a concept ({groups})" + (f" — {'; '.join(hints)}" if hints else ""))
 
 
-def _post_positive(s: str, text: str) -> str:
+def _post_positive(s: str, text: str, groups: Callable[[str], set[str]]) -> str:
     """'fire types excluded', 'red, blue and green excluded', 'electric: no': the list before the word is excluded,
     rewritten as a negated list ("without red, blue and green") for `parse_text`'s list rule, so a list of two kinds
-    ("red and wings excluded") is refused like its pre-positive form; the list reaches back over its short items, not
-    over a clause ("a yellow one, electric excluded" and "yellow but electric excluded" want yellow). A negated
-    exclusion ("fire not excluded") is refused."""
+    ("red and wings excluded") is refused like its pre-positive form; the list reaches back over its short items when
+    it ends in "and" / "or", never over a clause ("a yellow one, electric excluded", "yellow but electric excluded"
+    and "yellow. electric excluded" want yellow; so does "yellow, electric excluded": a short item of another kind of
+    concept). Refused: a negated exclusion ("fire not excluded"), and a short item of the same kind before the list
+    with no "and" ("fire, water, grass excluded": one list, or wanted concepts and an excluded one?). `groups`: the
+    kinds of concept a piece of text names."""
     while m := POST_POSITIVE.search(s):
         head, tail = s[:m.start()], s[m.end():]
         if re.search(r"\b(?:not|no|without)\s*$", head):
             raise ValueError(f"--where {text!r} negates an exclusion; say once what is excluded (e.g. 'fire "
                              "excluded') and what is wanted (e.g. 'fire')")
+        head = re.sub(r"\s*[:=(\[]\s*$", "", head)  # "fire: excluded", "yellow, electric (excluded)"
         cut = max((o.end() for o in CLAUSE_OPENERS.finditer(head)), default=0)
+        cut += len(m2.group(0)) if (m2 := re.match(r"\s*(?:and|or|but)\b", head[cut:])) else 0  # "…, and water excluded"
         segments = head[cut:].split(",")
         items = [segments.pop()]
         if re.search(r"\b(?:and|or)\b", items[0]):
             while segments and 0 < len(segments[-1].split()) <= 2:
                 items.insert(0, segments.pop())
+        elif segments and 0 < len(segments[-1].split()) <= 2 and groups(segments[-1]) & groups(items[0]):
+            raise ValueError(f"--where {text!r}: it is unclear whether {segments[-1].strip()!r} is excluded along "
+                             f"with {items[0].strip()!r}; say '{segments[-1].strip()} and {items[0].strip()} "
+                             f"excluded' to exclude both, or '{segments[-1].strip()}, not {items[0].strip()}' to "
+                             f"exclude {items[0].strip()!r} only")
         s = head[:cut] + "".join(seg + "," for seg in segments) + " without " + ",".join(items) + " ;" + tail
     return s
