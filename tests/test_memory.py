@@ -1,6 +1,8 @@
 """PolarMem pieces: the Otsu partition against brute force and on degenerate inputs; Algorithm 1 on a hand-built graph
 and against the line-by-line reference on random graphs; concept vocabularies and the query parser."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -354,3 +356,47 @@ def test_cub_vocabulary_is_readable():
     assert vocab[0].name == "curved (up or down) bill shape"
     y = cub_labels(shared("cub") / "class_attribute_labels_continuous.txt")
     assert y.shape == (200, 312) and 0 < y.mean() < 0.5
+
+
+@pytest.mark.parametrize("text, pos, neg", [
+    # an eighth attack round: each of these was read wrong
+    ("everything except fire, but yellow", ["colour:yellow"], ["type:fire"]),  # "but" after a comma is no "except"
+    ("no fire at all, but blue", ["colour:blue"], ["type:fire"]),
+    ("doesn't have any wings but arms", ["shape:arms"], ["shape:wings"]),  # a quantifier under a negation
+    ("fire excluded, water excluded", [], ["type:fire", "type:water"]),
+    ("a water type \u2014 fire excluded", ["type:water"], ["type:fire"]),  # a dash ends the clause
+    ("no fire allowed", [], ["type:fire"]),
+    ("fire is not allowed", [], ["type:fire"]),
+    ("may not be electric", [], ["type:electric"]),
+    ("small-sized, not blue", ["size:small"], ["colour:blue"]),
+    ("red isn't wanted, blue is", ["colour:blue"], ["colour:red"]),
+])
+def test_an_eighth_round_of_phrasings_reads_right(text, pos, neg):
+    q = parse_constraint(text, VOCAB)
+    assert (list(q.q_pos), list(q.q_neg), q.disjoined) == (pos, neg, ())
+
+
+@pytest.mark.parametrize("text, message", [
+    ("fire-proof", "'fire-proof' is no concept"),  # a concept glued to another word
+    ("yellow-not electric", "'yellow-not' is no concept"),
+    ("water-hating fire type", "'water-hating' is no concept"),
+    ("doesn't have to be electric", "makes a concept optional"),
+    ("with or without wings", "makes a concept optional"),
+    ("yellow wo electric", "'wo' is no concept"),
+    ("can be electric", "'can' allows a concept"),
+    ("electric allowed", "'allowed' allows a concept"),
+    ("fire, water, wings excluded", "say 'not water and not wings' to exclude both"),
+    ("lives in the water", "names no habitat of the vocabulary"),
+    ("a dark coloured pokemon", "is a shade"),
+    ("type in (electric, fire)", "asks for either"),
+    ("excluding fire; water; grass", "unclear which of 'fire type' and 'water type' are excluded"),
+    ("exclude fire. not water", "exempts it"),
+])
+def test_an_eighth_round_of_phrasings_is_refused(text, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_constraint(text, VOCAB)
+
+
+def test_not_a_or_not_b_rules_out_the_pair_and_is_refused_as_a_disjunction():
+    """'NOT fire OR NOT water' was read as neither fire nor water; it only rules out a fire-and-water species."""
+    assert parse_constraint("NOT fire OR NOT water", VOCAB).disjoined == (("type:fire", "type:water"),)

@@ -83,11 +83,14 @@ def parse_text(text: str, vocab: list[Concept], coordinated: bool = False) -> Pa
     for tok in tokens:
         offset = s.index(tok, offset)
         inside = any(a < offset < b for a, b in covered)  # an alias's first word ("lives in the forest") still counts
-        if tok in NEGATIONS:
+        rest = "".join(ch for k, ch in enumerate(tok, offset) if not any(a <= k < b for a, b in covered))
+        if coordinated and rest != tok and re.search(r"[^\W_]", rest):
+            unread[tok] = None  # a concept glued to another word: "fire-proof", "dragon-like", "yellow-not"
+        elif tok in NEGATIONS:
             events.append((offset, "neg", tok))
         elif tok == "or":
             events.append((offset, "or", tok))
-        elif tok in BOUNDARIES:
+        elif tok in BOUNDARIES or (coordinated and tok == "\u00a7"):  # § (parse_constraint's END)
             events.append((offset, "reset", tok))
         elif coordinated and tok in CLAUSE_VERBS and not inside:
             events.append((offset, "verb", tok))  # "without fire and has wings": a new clause, not the list going on
@@ -116,6 +119,8 @@ def parse_text(text: str, vocab: list[Concept], coordinated: bool = False) -> Pa
                 doubled.append(value)  # "not not fire", "does not have no wings"
             if coordinated and value == "not" and previous == "reset" and ended == "without" and last in neg:
                 pending = ("exempt", last)  # "exclude fire, not water": water excluded too, or exempted?
+            if coordinated and negated and previous == "or":
+                pending = ("or", last)  # "not fire or not water" rules out the pair, not each
             negated, listed, cue, reached = True, None, value, 0
         elif kind == "reset":
             joiner = value if value == "and" else _list_joiner(events, i) if value == "," else None
@@ -126,11 +131,12 @@ def parse_text(text: str, vocab: list[Concept], coordinated: bool = False) -> Pa
             else:
                 if coordinated and negated and not reached:
                     dangling.append(cue)  # "red, not, fire"
-                if (coordinated and negated and value == "," and previous == "concept" and i + 1 < len(events)
+                if (coordinated and negated and value in ",;" and previous == "concept" and i + 1 < len(events)
                         and events[i + 1][1] == "concept" and group[events[i + 1][2]] == group[last]):
-                    ambiguous.append((last, events[i + 1][2]))  # "no fire, water": a list, or a new clause?
-                if negated:
-                    ended = cue if reached else ""
+                    ambiguous.append((last, events[i + 1][2]))  # "no fire, water": a list, or a new clause? ("no fire;
+                    # water" too: only the clause ends `parse_constraint` writes (END) are certain)
+                if negated:  # an exclusion a comma, "but" or a closed list ends ("exclude fire, not water", "fire
+                    ended = cue if reached and value in (",", "but", "\u00a7") else ""  # excluded, not water")
                 negated, either, listed = False, False, None
         elif kind == "verb":
             if coordinated and negated and previous == "or":
@@ -145,7 +151,8 @@ def parse_text(text: str, vocab: list[Concept], coordinated: bool = False) -> Pa
             if coordinated and negated and last is not None and last in neg and (previous == "concept" or (
                     listed is not None and (group[value] != group[last] or loose))):
                 ambiguous.append((last, value))  # "not electric yellow", "not a red fire type", "not red and blue"
-            if pending is not None and pending[1] is not None:
+            if pending is not None and pending[1] is not None and (pending[0] != "exempt" or
+                                                                    group[pending[1]] == group[value]):
                 {"exempt": exempted, "or": disjoined, "verb": ambiguous}[pending[0]].append((pending[1], value))
             if either and last is not None:  # "fire or water"; also "fire or not water", which no conjunction says
                 disjoined.append((last, value))
@@ -179,10 +186,11 @@ SHADES = ("dark", "light", "pale", "bright", "deep")  # "dark blue" is a blue, n
 EVERYDAY_TYPES = ("normal",)
 # Words of a typed constraint that carry no concept and cannot change what is excluded: a plural of "type", what
 # "can't" and "won't" leave of "can" and "will" once "n't" is read as "not", and the words a request is framed in.
-CONSTRAINT_FILLER = frozenset("type types ca wo can must should could be being i me my we us am want looking for find "
-                              "show give something anything everything ones pokemons creature creatures colour color "
-                              "coloured colored colours colors shapes sizes please to at all every sized size those "
-                              "these what got allowed".split())
+CONSTRAINT_FILLER = frozenset("type types must should shall will would be being i me my we us you am want looking for "
+                              "find show give list search get display return something anything everything ones "
+                              "pokemons creature creatures colour color coloured colored colours colors shapes sizes "
+                              "please to at all every sized size those these what who whose there got definitely "
+                              "then".split())
 # Words that say "not" in a way `parse_constraint` does not rewrite: refused with a message of their own.
 UNREAD_NEGATIONS = frozenset("minus sans unlike barring bar besides excepting omitting omit lacked unless instead "
                              "isnot aint nope nothing none free less missing devoid exception save aside outside skip "
@@ -200,7 +208,8 @@ FACETS = r"(?:types?|colou?rs?|shapes?|sizes?|habitats?)"
 PREFIXED = re.compile(r"\b(?:" + EXCLUDED + r"|without|not|no)(?:\s+" + FACETS + r")?\s*[:=]\s*([^;.!?]*)")
 # Words that open a clause of their own, so a post-positive exclusion does not reach back over them ("yellow but
 # electric excluded" wants yellow, "yellow. electric excluded" too)
-CLAUSE_OPENERS = re.compile(r"[;.!?:(\[]|\s-+\s|\b(?:but|with|that|which|while|yet|although|though|because|whereas)\b")
+CLAUSE_OPENERS = re.compile(r"[;.!?:(\[\u00a7]|\s-+\s|\b(?:but|with|that|which|while|yet|although|though|because|whereas)\b")
+END = "\u00a7"  # a clause end the rewrites put in (a full stop, a closed list): unlike a typed ";", no list goes on
 DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe63\uff0d"  # hyphens, en and em dashes, minus signs
 
 
@@ -230,18 +239,19 @@ def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
     if re.search(r"\b(?:not|no)\s+(?:all|every)\b", s):
         raise ValueError(f"--where {text!r}: 'not all' (some, but not every) is no constraint on one species; say "
                          "what is excluded with 'not' (e.g. 'not fire')")
+    s = re.sub(r"\bwon't\b", "will not", re.sub(r"\bcan't\b", "can not", re.sub(r"\bshan't\b", "shall not", s)))
     s = s.replace("n't", " not").replace("\uff01", "!").replace("\u00ac", " not ").replace("\u2227", " and ")
     s = re.sub(r"(?<!\w)'|'(?!\w)|\"|[\u201c\u201d]", " ", s)  # quotes around a word: "not 'fire'"
     s = re.sub(r"\b(that|it|what|which|who)'s\b", r"\1 is", s).replace("i'd", "i would").replace("i'm", "i am")
     # dashes: before a word, a one-word exclusion ("–electric"), unless the word is a negation ("—not water"); between
     # spaces, an en or em dash ends a clause and a hyphen or minus is left to be refused ("yellow - electric": minus?)
-    s = re.sub(r"\s*[\u2013\u2014\u2015]\s*(?=(?:not|no|without)\b)", " ; ", s)
-    s = re.sub(r"\s[\u2013\u2014\u2015]\s", " ; ", s)
+    s = re.sub(r"\s*[\u2013\u2014\u2015]\s*(?=(?:not|no|without)\b)", f" {END} ", s)
+    s = re.sub(r"\s[\u2013\u2014\u2015]\s", f" {END} ", s)
     s = re.sub("[" + DASHES + "]", "-", s)
     s = re.sub(r"!=|\u2260|<>", " not ", s)  # "type != fire"
     s = re.sub(r"[!~](\w+)", r" not \1 ,", s)  # "!electric", "yellow&&!electric": one word, its own clause
     s = re.sub(r"[!~](?=\()", " not ", s)  # "~(electric)"
-    s = re.sub(r"/(?=\s*(?:no|not|without)\b)", " ; ", s)  # "yellow/not electric"
+    s = re.sub(r"/(?=\s*(?:no|not|without)\b)", f" {END} ", s)  # "yellow/not electric"
     s = re.sub(r"&&?|\u2227", " and ", s)
     s = re.sub(r"\|\|?|\u2228", " or ", s)
     s = re.sub(r"(?<!\S)\+(?=\w)", "", s)  # a search box's "+blue"
@@ -253,18 +263,24 @@ def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
         if "-" in a:
             s = re.sub(r"\b" + re.escape(a.replace("-", " ")) + r"\b", a, s)
     s = re.sub(r"\b(?:" + "|".join(APOSTROPHELESS) + r")\b", " not ", s)
-    s = re.sub(r"\b(?:rather than|instead of)\b([^,;]*),", r" without \1 ;", s)  # "instead of fire, water": water
+    s = re.sub(r"\b(?:can|could|may|might|must|should|will|would|shall)\s+not\b", " not ", s)  # "may not be electric"
+    s = re.sub(r"\bno\b(\s+[^,;.]*?\w)\s+allowed\b", r"no\1", s)  # "no fire allowed"
+    _refuse_permissions_and_sets(s, text, habitats, concept)
+    s = re.sub(r"\b(\w+)-types\b", r"\1 types", s)  # "electric-types"
+    s = re.sub(r"\b(\w+)-(?:sized|size|coloured|colored)\b", lambda m: m.group(1) if m.group(1) in words else m.group(0),
+               s)  # "small-sized", "yellow-coloured" (not "dark-coloured": no colour)
+    s = re.sub(r"\b(?:rather than|instead of)\b([^,;]*),", rf" without \1 {END}", s)  # "instead of fire, water": water
     # set exclusions read as "without" (a list after one is excluded item by item); a verb's negation as "not"
     s = re.sub(r"\b(?:other than|apart from|except for|except|excluding|excludes|exclude|anything but|everything but|"
                r"rather than|instead of|avoiding|avoids|avoid)\b", " without ", s)
     s = re.sub(r"\b(?:cannot|can not|never)\b", " not ", s)
-    if re.search(r"\b(?:all|any|every|everything|anything|everyone|anyone)\b", s):  # "all but yellow", "any
-        s = re.sub(r"\bbut\s+(?=" + concept + ")", " without ", s)  # yellow one but the electric ones"
+    s = re.sub(r"(?<!\bat )\b(?:all|any|every|everything|anything|everyone|anyone)\b((?:\s+[\w-]+){0,3}?)\s+but\s+(?="
+               + concept + ")", _all_but, s)  # "all but yellow", "every colour but yellow", "all yellow ones but …"
     s = re.sub(r"(?<![\w/])w/o\b|\b(?:free of|lacks|lack)\b", " without ", s)
     s = re.sub(r"\bzero\b", " no ", s)
     s = re.sub(r"\b" + FACETS + r"\s*:(?=\s*(?:[^\s:]|$))(?!\s*(?:no|not)\b)", " ", s)  # "colour: yellow"
     s = PREFIXED.sub(lambda m: " ".join(f"without {item} ," for item in re.split(r",|\band\b|\bor\b", m.group(1))
-                                        if item.strip()) + " ;", s)  # "excluded: fire, water": each item
+                                        if item.strip()) + f" {END}", s)  # "excluded: fire, water": each item
     # one-word exclusions, each its own clause: "not-yellow", "non-electric yellow" (yellow wanted), "-electric"
     s = re.sub(r"(?:\b(?:not|non|no)-|(?:(?<=[\s,;(:])|^)[-!~])(\w+)((?:[ -]types?)?)", r" not \1\2 ,", s)
     s = re.sub(r"\bnon (\w+)", lambda m: f" not {m.group(1)} ," if m.group(1) in words else m.group(0), s)
@@ -280,7 +296,7 @@ def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
     # a bracket is a clause of its own ("a blue (not water) one"), except after a negation ("not (red or fire), blue")
     s = re.sub(r"(\w*)\s*[(\[]", lambda m: f"{m.group(1)} " + ("" if m.group(1) in ("not", "no", "without") else ", "),
                re.sub(r"[)\]]", " , ", s))
-    s = re.sub(r"[.!?:]|\b(?:although|though|because|whereas)\b", " ; ", s)
+    s = re.sub(r"[.!?:]|\b(?:although|though|because|whereas)\b", f" {END} ", s)
     s = s.replace("=", " ")  # "colour = yellow"
     colours = sorted({normalise_text(a) for c in vocab if c.group == "colour" for a in c.aliases}, key=len, reverse=True)
     if colours:
@@ -319,6 +335,40 @@ def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
     return replace(q, unread=())
 
 
+def _all_but(m: re.Match[str]) -> str:
+    """"all but yellow", "every colour but yellow", "all yellow ones but the electric ones": the "but" excludes what
+    follows; not under a negation ("doesn't have any wings but arms" wants arms) and not across a comma."""
+    clause = re.split(r"[,;.]|\bbut\b|\band\b", m.string[:m.start()])[-1]
+    if re.search(r"\b(?:not|no|never|without)\b", clause + m.group(1)):
+        return m.group(0)
+    return m.group(0)[:m.group(0).rindex("but")] + " without "
+
+
+def _refuse_permissions_and_sets(s: str, text: str, habitats: set[str], concept: str) -> None:
+    """Phrasings that say something a conjunction of HAS / NOT_HAS cannot: a permission ("can be electric", "electric
+    allowed"), an option ("doesn't have to be electric", "with or without wings"), a set ("type in (electric, fire)"),
+    a place that is no habitat of the vocabulary ("lives in the water" is not the water type), a shade ("dark
+    coloured" is not the dark type)."""
+    said = None
+    if m := re.search(r"\bnot\s+(?:\w+\s+)?(?:have|has|need|needs|required)\s+to\b|\bwith(?:out)? or with(?:out)?\b", s):
+        said = (f"{m.group(0)!r} makes a concept optional, and a constraint says only what each species has or lacks; "
+                "leave the concept out")
+    elif m := re.search(r"(?<!\bnot )\b(?:allowed|optional|optionally|maybe|perhaps|possibly)\b|\b(?:can|could|may|might)"
+                        r"\b(?=(?:\s+\w+){0,2}?\s+" + concept + ")", s):
+        said = (f"{m.group(0)!r} allows a concept rather than requiring it, and a constraint says only what each "
+                "species has or lacks; name what it must have ('electric') or lack ('not electric')")
+    elif re.search(r"\bin\s*[(\[{]", s):
+        said = "'in (a, b)' asks for either, and a constraint is a conjunction; run evaluate once per alternative"
+    elif (m := re.search(r"\b(?:lives?|living)\b(?! in the (?:" + "|".join(map(re.escape, habitats)) + r")\b)[\w ]{0,20}",
+                         s)) if habitats else (m := re.search(r"\b(?:lives?|living)\b[\w ]{0,20}", s)):
+        known = ", ".join(f"'lives in the {h}'" for h in sorted(habitats)) or "none: this memory has no habitat concepts"
+        said = f"{m.group(0).strip()!r} names no habitat of the vocabulary (habitats: {known})"
+    elif m := re.search(r"\b(?:dark|light)[ -]colou?red\b", s):
+        said = f"{m.group(0)!r} is a shade, not a colour or the type; name the colour"
+    if said:
+        raise ValueError(f"--where {text!r}: {said}")
+
+
 def _unread_message(text: str, unread: list[str], vocab: list[Concept]) -> str:
     """Why a word outside the parser's reach refuses the constraint, and what the user may have meant."""
     names = sorted({normalise_text(a) for c in vocab for a in c.aliases})
@@ -355,13 +405,17 @@ def _post_positive(s: str, text: str, groups: Callable[[str], set[str]]) -> str:
         cut += len(m2.group(0)) if (m2 := re.match(r"\s*(?:and|or|but)\b", head[cut:])) else 0  # "…, and water excluded"
         segments = head[cut:].split(",")
         items = [segments.pop()]
+        def short(seg: str) -> bool:  # a list item: one or two words, not a negated clause of its own
+            return 0 < len(seg.split()) <= 2 and not re.match(r"\s*(?:without|not|no)\b", seg)
+
         if re.search(r"\b(?:and|or)\b", items[0]):
-            while segments and 0 < len(segments[-1].split()) <= 2:
+            while segments and short(segments[-1]):
                 items.insert(0, segments.pop())
-        elif segments and 0 < len(segments[-1].split()) <= 2 and groups(segments[-1]) & groups(items[0]):
+        elif segments and short(segments[-1]) and groups(segments[-1]) and (groups(segments[-1]) & groups(items[0]) or (
+                len(segments) > 1 and short(segments[-2]) and groups(segments[-2]))):  # "fire, water, wings excluded"
             raise ValueError(f"--where {text!r}: it is unclear whether {segments[-1].strip()!r} is excluded along "
-                             f"with {items[0].strip()!r}; say '{segments[-1].strip()} and {items[0].strip()} "
-                             f"excluded' to exclude both, or '{segments[-1].strip()}, not {items[0].strip()}' to "
-                             f"exclude {items[0].strip()!r} only")
-        s = head[:cut] + "".join(seg + "," for seg in segments) + " without " + ",".join(items) + " ;" + tail
+                             f"with {items[0].strip()!r}; say 'not {segments[-1].strip()} and not {items[0].strip()}' "
+                             f"to exclude both, or '{segments[-1].strip()}, not {items[0].strip()}' to exclude "
+                             f"{items[0].strip()!r} only")
+        s = head[:cut] + "".join(seg + "," for seg in segments) + " without " + ",".join(items) + f" {END}" + tail
     return s
