@@ -11,7 +11,8 @@ from polarcatalog.data.pokemon import pokemon_labels, pokemon_vocabulary
 from polarcatalog.memory.constraints import CONFLICT, ENTAILMENT, NEUTRAL, Strength, reorder
 from polarcatalog.memory.memories import IncidenceMemory, states
 from polarcatalog.memory.partition import HAS, NOT_HAS, UNCERTAIN, between_class_variance, otsu, partition
-from polarcatalog.memory.query_parser import parse_constraint, parse_structured, parse_text
+from polarcatalog.memory.query_parser import parse_structured, parse_text
+from polarcatalog.memory.typed_constraint import parse_constraint
 from tests.conftest import shared
 from tests.reference_algorithm1 import incidence, logic_state, memory_graph, walk
 

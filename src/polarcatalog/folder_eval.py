@@ -43,7 +43,7 @@ from polarcatalog.memory.memories import Memory
 from polarcatalog.memory.memories import states as memory_states
 from polarcatalog.memory.polar_graph import species_memory
 from polarcatalog.memory.inputs import GraphInputs, graph_inputs
-from polarcatalog.memory.query_parser import parse_constraint
+from polarcatalog.memory.typed_constraint import parse_constraint
 from polarcatalog.memory.verifiers import load_scores
 from polarcatalog.retrieval.query_side import QuerySide, Retriever, species_scores
 from polarcatalog.retrieval.vrrag import query_encoders
