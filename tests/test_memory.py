@@ -387,7 +387,7 @@ def test_an_eighth_round_of_phrasings_reads_right(text, pos, neg):
     ("can be electric", "'can' allows a concept"),
     ("electric allowed", "'allowed' allows a concept"),
     ("fire, water, wings excluded", "say 'not water and not wings' to exclude both"),
-    ("lives in the water", "names no habitat of the vocabulary"),
+    ("lives in the water and is blue", "'lives in the water' names no habitat of the vocabulary"),
     ("a dark coloured pokemon", "is a shade"),
     ("type in (electric, fire)", "asks for either"),
     ("excluding fire; water; grass", "unclear which of 'fire type' and 'water type' are excluded"),
@@ -401,3 +401,10 @@ def test_an_eighth_round_of_phrasings_is_refused(text, message):
 def test_not_a_or_not_b_rules_out_the_pair_and_is_refused_as_a_disjunction():
     """'NOT fire OR NOT water' was read as neither fire nor water; it only rules out a fire-and-water species."""
     assert parse_constraint("NOT fire OR NOT water", VOCAB).disjoined == (("type:fire", "type:water"),)
+
+
+def test_a_memory_without_habitats_refuses_a_place_saying_so():
+    """The pipeline's vocabulary has no habitat concepts: "lives in caves" would otherwise be read as nothing."""
+    vocab = [c for c in VOCAB if c.group != "habitat"]
+    with pytest.raises(ValueError, match="'lives in caves' names no habitat.*this memory has no habitat concepts"):
+        parse_constraint("a pokemon that lives in caves and is not purple", vocab)

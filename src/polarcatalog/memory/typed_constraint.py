@@ -182,6 +182,9 @@ def _all_but(m: re.Match[str]) -> str:
     return m.group(0)[:m.group(0).rindex("but")] + " without "
 
 
+PLACE = r"(?:\s+(?!(?:and|but|or|not|no|is|are|that|which|with)\b)\w+){0,4}"  # "in the water", not what follows
+
+
 def _refuse_permissions_and_sets(s: str, text: str, habitats: set[str], concept: str) -> None:
     """Phrasings that say something a conjunction of HAS / NOT_HAS cannot: a permission ("can be electric", "electric
     allowed"), an option ("doesn't have to be electric", "with or without wings"), a set ("type in (electric, fire)"),
@@ -197,8 +200,8 @@ def _refuse_permissions_and_sets(s: str, text: str, habitats: set[str], concept:
                 "species has or lacks; name what it must have ('electric') or lack ('not electric')")
     elif re.search(r"\bin\s*[(\[{]", s):
         said = "'in (a, b)' asks for either, and a constraint is a conjunction; run evaluate once per alternative"
-    elif (m := re.search(r"\b(?:lives?|living)\b(?! in the (?:" + "|".join(map(re.escape, habitats)) + r")\b)[\w ]{0,20}",
-                         s)) if habitats else (m := re.search(r"\b(?:lives?|living)\b[\w ]{0,20}", s)):
+    elif m := re.search(r"\b(?:lives?|living)\b" + (r"(?! in the (?:" + "|".join(map(re.escape, habitats)) + r")\b)"
+                                                    if habitats else "") + PLACE, s):
         known = ", ".join(f"'lives in the {h}'" for h in sorted(habitats)) or "none: this memory has no habitat concepts"
         said = f"{m.group(0).strip()!r} names no habitat of the vocabulary (habitats: {known})"
     elif m := re.search(r"\b(?:dark|light)[ -]colou?red\b", s):
