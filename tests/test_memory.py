@@ -387,9 +387,10 @@ def test_an_eighth_round_of_phrasings_reads_right(text, pos, neg):
     ("can be electric", "'can' allows a concept"),
     ("electric allowed", "'allowed' allows a concept"),
     ("fire, water, wings excluded", "say 'not water and not wings' to exclude both"),
-    ("lives in the water and is blue", "'lives in the water' names no habitat of the vocabulary"),
-    ("a dark coloured pokemon", "is a shade"),
-    ("type in (electric, fire)", "asks for either"),
+    ("lives in the water and is blue", "'in the water' names a place, not the type"),
+    ("lives in the woods", "'lives in the woods' names no habitat of the vocabulary"),
+    ("a dark coloured pokemon", "names a shade"),
+    ("type in (electric, fire)", "asks for one of several"),
     ("excluding fire; water; grass", "unclear which of 'fire type' and 'water type' are excluded"),
     ("exclude fire. not water", "exempts it"),
 ])
@@ -408,3 +409,48 @@ def test_a_memory_without_habitats_refuses_a_place_saying_so():
     vocab = [c for c in VOCAB if c.group != "habitat"]
     with pytest.raises(ValueError, match="'lives in caves' names no habitat.*this memory has no habitat concepts"):
         parse_constraint("a pokemon that lives in caves and is not purple", vocab)
+
+
+@pytest.mark.parametrize("text, pos, neg", [
+    # a ninth attack round: each of these was read wrong
+    ("yellow, and electric excluded", ["colour:yellow"], ["type:electric"]),  # ", and" before one item is no list
+    ("no: fire, has wings", ["shape:wings"], ["type:fire"]),  # the colon's list stops at a clause
+    ("yellow rather than red, blue and green", ["colour:yellow"], ["colour:red", "colour:blue", "colour:green"]),
+    ("banned types: fire", [], ["type:fire"]),
+])
+def test_a_ninth_round_of_phrasings_reads_right(text, pos, neg):
+    q = parse_constraint(text, VOCAB)
+    assert (list(q.q_pos), list(q.q_neg), q.disjoined) == (pos, neg, ())
+
+
+@pytest.mark.parametrize("text, message", [
+    ("with or w/o wings", "makes a concept optional"),
+    ("having or not having wings", "makes a concept optional"),
+    ("not definitely electric", "makes a concept optional"),
+    ("apart from yellow, it must also have wings", "adds to what it names"),
+    ("no fire but water allowed", "'allowed' allows a concept"),
+    ("one of fire, water", "asks for one of several"),
+    ("small to medium", "asks for one of several"),
+    ("blue-green", "'blue-green' is no concept"),  # two concepts glued
+    ("a bug-winged pokemon", "'bug-winged' is no concept"),
+    ("in the water", "names a place, not the type"),
+    ("electric blue", "names a shade"),
+    ("dragon like", "names a likeness"),
+    ("a fire-coloured pokemon", "'fire-coloured' is no concept"),
+    ("!!electric", "negates a negation"),
+    ("not small. fire nor water", "'nor' has no 'neither'"),
+    ("fire types excluded, except water", "exempted"),
+    ("instead of fire, water and grass, something electric", "unclear what 'instead of fire' reaches"),
+    ("x" * 400, "at most 300"),
+    ("red, blue, excluded", "say 'not red and not blue'"),  # a trailing comma: no empty item in the message
+])
+def test_a_ninth_round_of_phrasings_is_refused(text, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_constraint(text, VOCAB)
+
+
+@pytest.mark.parametrize("text", ["!fire || water", "-fire OR water", "wingless or arms", "(fire) or (water)",
+                                  "fire or, water"])
+def test_an_or_after_a_one_word_exclusion_or_a_bracket_stays_an_or(text):
+    """Each was read as a conjunction ("!fire || water" excluded water too); a constraint cannot say "or"."""
+    assert parse_constraint(text, VOCAB).disjoined

@@ -83,8 +83,9 @@ def parse_text(text: str, vocab: list[Concept], coordinated: bool = False) -> Pa
         offset = s.index(tok, offset)
         inside = any(a < offset < b for a, b in covered)  # an alias's first word ("lives in the forest") still counts
         rest = "".join(ch for k, ch in enumerate(tok, offset) if not any(a <= k < b for a, b in covered))
-        if coordinated and rest != tok and re.search(r"[^\W_]", rest):
-            unread[tok] = None  # a concept glued to another word: "fire-proof", "dragon-like", "yellow-not"
+        spans = sum(1 for a, b in covered if offset <= a < offset + len(tok))
+        if coordinated and ((rest != tok and re.search(r"[^\W_]", rest)) or spans > 1):
+            unread[tok] = None  # a concept glued to another word or concept: "fire-proof", "yellow-not", "blue-green"
         elif tok in NEGATIONS:
             events.append((offset, "neg", tok))
         elif tok == "or":
@@ -136,7 +137,8 @@ def parse_text(text: str, vocab: list[Concept], coordinated: bool = False) -> Pa
                     # water" too: only the clause ends `parse_constraint` writes (END) are certain)
                 if negated:  # an exclusion a comma, "but" or a closed list ends ("exclude fire, not water", "fire
                     ended = cue if reached and value in (",", "but", "\u00a7") else ""  # excluded, not water")
-                negated, either, listed = False, False, None
+                negated, listed = False, None
+                either = either and coordinated and previous == "or"  # "fire or, water" is still an "or"
         elif kind == "verb":
             if coordinated and negated and previous == "or":
                 pending = ("or", last)  # "not fire or has wings": a disjunction of clauses

@@ -46,8 +46,10 @@ FACETS = r"(?:types?|colou?rs?|shapes?|sizes?|habitats?)"
 PREFIXED = re.compile(r"\b(?:" + EXCLUDED + r"|without|not|no)(?:\s+" + FACETS + r")?\s*[:=]\s*([^;.!?]*)")
 # Words that open a clause of their own, so a post-positive exclusion does not reach back over them ("yellow but
 # electric excluded" wants yellow, "yellow. electric excluded" too)
-CLAUSE_OPENERS = re.compile(r"[;.!?:(\[\u00a7]|\s-+\s|\b(?:but|with|that|which|while|yet|although|though|because|whereas)\b")
+CLAUSE_OPENERS = re.compile(r"[;.!?:(\[\u00a7]|\s-+\s"
+                            r"|\b(?:but|with|that|which|while|yet|although|though|because|whereas)\b")
 END = "\u00a7"  # a clause end the rewrites put in (a full stop, a closed list): unlike a typed ";", no list goes on
+MAX_CHARS = 300
 DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe63\uff0d"  # hyphens, en and em dashes, minus signs
 
 
@@ -71,12 +73,20 @@ def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
     for quote in "\u2019\u2018`\u00b4":
         s = s.replace(quote, "'")
     s = normalise_text(unicodedata.normalize("NFKC", s))  # full-width "！", "，" as their ASCII forms
+    if len(s) > MAX_CHARS:  # a constraint is a sentence; the rewrites below are not built for pages
+        raise ValueError(f"--where is {len(s)} characters long; a constraint is one sentence of at most {MAX_CHARS}")
+    if re.search(r"[!~]{2,}", s):
+        raise ValueError(f"--where {text!r} negates a negation ('!!'); say once what is excluded (e.g. '!electric')")
     if re.search(r"(?:^|\s)!\s", s):
         raise ValueError(f"--where {text!r}: a lone '!' may be an exclamation or a 'not'; write '!electric' or 'not "
                          "electric' to exclude, or leave it out")
     if re.search(r"\b(?:not|no)\s+(?:all|every)\b", s):
         raise ValueError(f"--where {text!r}: 'not all' (some, but not every) is no constraint on one species; say "
                          "what is excluded with 'not' (e.g. 'not fire')")
+    if m := re.search(r"\b(?:excluded|exclude|excluding|without|no|not|never)\b[^.;]*,\s*(?:except|apart from|other "
+                      r"than)\b", s):  # "fire types excluded, except water": water excluded too, or exempted?
+        raise ValueError(f"--where {text!r}: it is unclear whether what follows 'except' is excluded as well or "
+                         "exempted from the exclusion; name each excluded concept after 'not', and leave out the others")
     s = re.sub(r"\bwon't\b", "will not", re.sub(r"\bcan't\b", "can not", re.sub(r"\bshan't\b", "shall not", s)))
     s = s.replace("n't", " not").replace("\uff01", "!").replace("\u00ac", " not ").replace("\u2227", " and ")
     s = re.sub(r"(?<!\w)'|'(?!\w)|\"|[\u201c\u201d]", " ", s)  # quotes around a word: "not 'fire'"
@@ -84,10 +94,10 @@ def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
     # dashes: before a word, a one-word exclusion ("–electric"), unless the word is a negation ("—not water"); between
     # spaces, an en or em dash ends a clause and a hyphen or minus is left to be refused ("yellow - electric": minus?)
     s = re.sub(r"\s*[\u2013\u2014\u2015]\s*(?=(?:not|no|without)\b)", f" {END} ", s)
-    s = re.sub(r"\s[\u2013\u2014\u2015]\s", f" {END} ", s)
+    s = re.sub(r"\s[\u2014\u2015]\s", f" {END} ", s)  # an en dash between spaces is autocorrect's " - ": refused
     s = re.sub("[" + DASHES + "]", "-", s)
     s = re.sub(r"!=|\u2260|<>", " not ", s)  # "type != fire"
-    s = re.sub(r"[!~](\w+)", r" not \1 ,", s)  # "!electric", "yellow&&!electric": one word, its own clause
+    s = re.sub(r"[!~](\w+)", rf" not \1 {END}", s)  # "!electric", "yellow&&!electric": one word, its own clause
     s = re.sub(r"[!~](?=\()", " not ", s)  # "~(electric)"
     s = re.sub(r"/(?=\s*(?:no|not|without)\b)", f" {END} ", s)  # "yellow/not electric"
     s = re.sub(r"&&?|\u2227", " and ", s)
@@ -101,13 +111,16 @@ def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
         if "-" in a:
             s = re.sub(r"\b" + re.escape(a.replace("-", " ")) + r"\b", a, s)
     s = re.sub(r"\b(?:" + "|".join(APOSTROPHELESS) + r")\b", " not ", s)
+    s = re.sub(r"\bnever\b", " not ", s)
     s = re.sub(r"\b(?:can|could|may|might|must|should|will|would|shall)\s+not\b", " not ", s)  # "may not be electric"
-    s = re.sub(r"\bno\b(\s+[^,;.]*?\w)\s+allowed\b", r"no\1", s)  # "no fire allowed"
-    _refuse_permissions_and_sets(s, text, habitats, concept)
+    s = re.sub(r"\bno\b((?:\s+(?!(?:but|yet|with)\b)[\w-]+){1,4})\s+allowed\b", r"no\1", s)  # "no fire allowed"
+    s = re.sub(r"\bdefinitely\s+not\b", " not ", s)
+    _refuse_permissions_and_sets(s, text, habitats, concept, vocab)
     s = re.sub(r"\b(\w+)-types\b", r"\1 types", s)  # "electric-types"
-    s = re.sub(r"\b(\w+)-(?:sized|size|coloured|colored)\b", lambda m: m.group(1) if m.group(1) in words else m.group(0),
-               s)  # "small-sized", "yellow-coloured" (not "dark-coloured": no colour)
-    s = re.sub(r"\b(?:rather than|instead of)\b([^,;]*),", rf" without \1 {END}", s)  # "instead of fire, water": water
+    kind = {normalise_text(a): c.group for c in vocab for a in c.aliases}
+    s = re.sub(r"\b(\w+)-(sized|size|coloured|colored)\b", lambda m: m.group(1) if kind.get(m.group(1)) == (
+        "size" if m.group(2).startswith("size") else "colour") else m.group(0), s)  # "small-sized", "yellow-coloured"
+    s = re.sub(r"(?:^|(?<=[,;]))\s*(?:rather than|instead of)\b([^,;]*),", _instead_of, s)  # "instead of fire, water"
     # set exclusions read as "without" (a list after one is excluded item by item); a verb's negation as "not"
     s = re.sub(r"\b(?:other than|apart from|except for|except|excluding|excludes|exclude|anything but|everything but|"
                r"rather than|instead of|avoiding|avoids|avoid)\b", " without ", s)
@@ -116,23 +129,23 @@ def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
                + concept + ")", _all_but, s)  # "all but yellow", "every colour but yellow", "all yellow ones but …"
     s = re.sub(r"(?<![\w/])w/o\b|\b(?:free of|lacks|lack)\b", " without ", s)
     s = re.sub(r"\bzero\b", " no ", s)
+    s = PREFIXED.sub(_prefixed_list, s)  # "excluded: fire, water": each item
     s = re.sub(r"\b" + FACETS + r"\s*:(?=\s*(?:[^\s:]|$))(?!\s*(?:no|not)\b)", " ", s)  # "colour: yellow"
-    s = PREFIXED.sub(lambda m: " ".join(f"without {item} ," for item in re.split(r",|\band\b|\bor\b", m.group(1))
-                                        if item.strip()) + f" {END}", s)  # "excluded: fire, water": each item
     # one-word exclusions, each its own clause: "not-yellow", "non-electric yellow" (yellow wanted), "-electric"
-    s = re.sub(r"(?:\b(?:not|non|no)-|(?:(?<=[\s,;(:])|^)[-!~])(\w+)((?:[ -]types?)?)", r" not \1\2 ,", s)
-    s = re.sub(r"\bnon (\w+)", lambda m: f" not {m.group(1)} ," if m.group(1) in words else m.group(0), s)
+    s = re.sub(r"(?:\b(?:not|non|no)-|(?:(?<=[\s,;(:])|^)[-!~])(\w+)((?:[ -]types?)?)", rf" not \1\2 {END}", s)
+    s = re.sub(r"\bnon (\w+)", lambda m: f" not {m.group(1)} {END}" if m.group(1) in words else m.group(0), s)
     s = re.sub(r"\b(\w+?)(?:-free|-less|less| free)\b",  # "fire-free red" and "wingless" want red and exclude wings
-               lambda m: f"without {m.group(1)} ," if m.group(1) in words or m.group(1) + "s" in words or (
+               lambda m: f"without {m.group(1)} {END}" if m.group(1) in words or m.group(1) + "s" in words or (
                    "-" in m.group(0)) else m.group(0), s)
-    s = re.sub(r"\bnon(\w+)\b", lambda m: f" not {m.group(1)} ," if m.group(1) in words else m.group(0), s)
-    s = re.sub(r"\bwithout (\w+) ,", lambda m: f"without {m.group(1)}s ," if m.group(1) + "s" in words and
+    s = re.sub(r"\bnon(\w+)\b", lambda m: f" not {m.group(1)} {END}" if m.group(1) in words else m.group(0), s)
+    s = re.sub(r"\bwithout (\w+) " + END, lambda m: f"without {m.group(1)}s {END}" if m.group(1) + "s" in words and
                m.group(1) not in words else m.group(0), s)
     mention = re.compile(r"\b(" + "|".join(map(re.escape, aliases)) + r")\b")
     group = {normalise_text(a): c.group for c in vocab for a in c.aliases}
     s = _post_positive(s, text, lambda piece: {group[m.group(1)] for m in mention.finditer(piece)})
     # a bracket is a clause of its own ("a blue (not water) one"), except after a negation ("not (red or fire), blue")
-    s = re.sub(r"(\w*)\s*[(\[]", lambda m: f"{m.group(1)} " + ("" if m.group(1) in ("not", "no", "without") else ", "),
+    s = re.sub(r"(\w+\s*)?[(\[]", lambda m: f"{m.group(1) or ''} " + (
+        "" if (m.group(1) or "").strip() in ("not", "no", "without", "or", "and", "nor", "") else ", "),
                re.sub(r"[)\]]", " , ", s))
     s = re.sub(r"[.!?:]|\b(?:although|though|because|whereas)\b", f" {END} ", s)
     s = s.replace("=", " ")  # "colour = yellow"
@@ -140,7 +153,8 @@ def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
     if colours:
         s = re.sub(r"\b(?:" + "|".join(SHADES) + r")[ -](?=(?:" + "|".join(map(re.escape, colours)) + r")\b)", "", s)
     s = re.sub(r"(?<!\btype )\b(" + "|".join(EVERYDAY_TYPES) + r")\b(?![ -](?:types?|pokemon)\b)", r"\1_", s)
-    if re.search(r"\bnor\b", s) and not re.search(r"\b(?:neither|not|no|without)\b.*\bnor\b", s):
+    if any(re.search(r"\bnor\b", c) and not re.search(r"\b(?:neither|not|no|without)\b.*\bnor\b", c)
+           for c in re.split(r"[;" + END + r"]|\bbut\b|\band\b", s)):
         raise ValueError(f"--where {text!r}: 'nor' has no 'neither' or 'not' before it; say 'neither fire nor water' "
                          "to exclude both")
     q = parse_text(s, vocab, coordinated=True)
@@ -173,6 +187,27 @@ def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
     return replace(q, unread=())
 
 
+def _instead_of(m: re.Match[str]) -> str:
+    """'instead of fire, water': fire excluded, water wanted; 'instead of fire, water and grass, …' is refused (a list
+    of three, or a wanted pair?)."""
+    if re.match(r"[^,;.]*\b(?:and|or)\b", m.string[m.end():]):
+        raise ValueError(f"--where: it is unclear what 'instead of {m.group(1).strip()}' reaches; say 'not "
+                         f"{m.group(1).strip()}' and name the wanted concepts apart")
+    return f" without {m.group(1)} {END}"
+
+
+def _prefixed_list(m: re.Match[str]) -> str:
+    """'excluded: fire, water' excludes each item, up to a clause of its own ('no: fire, has wings' wants wings)."""
+    items = re.split(r"(,|\band\b|\bor\b)", m.group(1))
+    out = []
+    for k, item in enumerate(items[::2]):
+        if re.search(r"\b(?:has|have|having|is|are|looks?|must|should|with|but|that|which|lives|it|its|they)\b", item):
+            return " ".join(out) + f" {END} " + "".join(items[2 * k:])
+        if item.strip():
+            out.append(f"without {item} {END}")
+    return " ".join(out) + f" {END}"
+
+
 def _all_but(m: re.Match[str]) -> str:
     """"all but yellow", "every colour but yellow", "all yellow ones but the electric ones": the "but" excludes what
     follows; not under a negation ("doesn't have any wings but arms" wants arms) and not across a comma."""
@@ -185,29 +220,53 @@ def _all_but(m: re.Match[str]) -> str:
 PLACE = r"(?:\s+(?!(?:and|but|or|not|no|is|are|that|which|with)\b)\w+){0,4}"  # "in the water", not what follows
 
 
-def _refuse_permissions_and_sets(s: str, text: str, habitats: set[str], concept: str) -> None:
+def _refuse_permissions_and_sets(s: str, text: str, habitats: set[str], concept: str, vocab: list[Concept]) -> None:
     """Phrasings that say something a conjunction of HAS / NOT_HAS cannot: a permission ("can be electric", "electric
-    allowed"), an option ("doesn't have to be electric", "with or without wings"), a set ("type in (electric, fire)"),
-    a place that is no habitat of the vocabulary ("lives in the water" is not the water type), a shade ("dark
-    coloured" is not the dark type)."""
-    said = None
-    if m := re.search(r"\bnot\s+(?:\w+\s+)?(?:have|has|need|needs|required)\s+to\b|\bwith(?:out)? or with(?:out)?\b", s):
-        said = (f"{m.group(0)!r} makes a concept optional, and a constraint says only what each species has or lacks; "
-                "leave the concept out")
-    elif m := re.search(r"(?<!\bnot )\b(?:allowed|optional|optionally|maybe|perhaps|possibly)\b|\b(?:can|could|may|might)"
-                        r"\b(?=(?:\s+\w+){0,2}?\s+" + concept + ")", s):
-        said = (f"{m.group(0)!r} allows a concept rather than requiring it, and a constraint says only what each "
-                "species has or lacks; name what it must have ('electric') or lack ('not electric')")
-    elif re.search(r"\bin\s*[(\[{]", s):
-        said = "'in (a, b)' asks for either, and a constraint is a conjunction; run evaluate once per alternative"
-    elif m := re.search(r"\b(?:lives?|living)\b" + (r"(?! in the (?:" + "|".join(map(re.escape, habitats)) + r")\b)"
-                                                    if habitats else "") + PLACE, s):
-        known = ", ".join(f"'lives in the {h}'" for h in sorted(habitats)) or "none: this memory has no habitat concepts"
-        said = f"{m.group(0).strip()!r} names no habitat of the vocabulary (habitats: {known})"
-    elif m := re.search(r"\b(?:dark|light)[ -]colou?red\b", s):
-        said = f"{m.group(0)!r} is a shade, not a colour or the type; name the colour"
-    if said:
-        raise ValueError(f"--where {text!r}: {said}")
+    allowed"), an option ("doesn't have to be electric", "with or without wings"), a choice or a range ("type in
+    (electric, fire)", "one of fire, water", "small to medium"), a place that is no habitat of the vocabulary ("lives in
+    the water", "on ice": not the water or ice type), a likeness ("dragon like"), a colour named after a type or a shade
+    ("electric blue", "dark coloured"), an addition said with an exclusion's words ("apart from yellow, it must also
+    have wings")."""
+    def of(group: str, but: tuple[str, ...] = ()) -> str:
+        return "|".join(re.escape(normalise_text(a)) for c in vocab if c.group == group for a in c.aliases
+                        if normalise_text(a) not in but) or "(?!)"
+
+    types, colours = of("type"), of("colour")
+    named = of("type", SHADES + EVERYDAY_TYPES)  # types that also name colours' shades ("electric blue"); not "dark"
+    plain = re.sub(r"\s+", " ", s)
+    checks = [
+        (r"\bnot (?:\w+ )?(?:have|has|need|needs|required) to\b|\bwith(?:out)? (?:or|and) (?:with(?:out)?|w/o|no|lacking)\b"
+         r"|\b(\w+) or (?:not |no )?\1\b(?: not)?|\ba must\b|\bnot definitely\b",
+         "{!r} makes a concept optional, and a constraint says only what each species has or lacks; leave the concept "
+         "out"),
+        (r"(?<!\bnot )(?<!\bnot be )\b(?:allowed|optional|optionally|maybe|perhaps|possibly)\b|\b(?:can|could|may|might)"
+         r"\b(?=(?:\s+\w+){0,2}?\s+" + concept + ")",
+         "{!r} allows a concept rather than requiring it, and a constraint says only what each species has or lacks; "
+         "name what it must have ('electric') or lack ('not electric')"),
+        (r"\bin\s*[(\[{]|(?<!\bnot )\b(?:one|any|either|some) of\b|\bsome\b.*\bsome\b|:\s*any\b"
+         r"|\b(?:types?|colou?rs?|shapes?|sizes?) (?:in|among)\b|" + concept
+         + r"\s+(?:to|through)\s+" + concept,
+         "{!r} asks for one of several, and a constraint is a conjunction; run evaluate once per alternative"),
+        (r"\b(?:in|on|at|near|by|under)\s+(?:(?:the|a|an)\s+)?(?:" + types + r")\b",
+         "{!r} names a place, not the type; a place is a habitat ('lives in the sea'), where the vocabulary has them"),
+        (r"(?<!-)\blike\b(?<!\bwould like)(?<!\bi like)(?<!\bwe like)|\b(?:" + types + r")\s+like\b",
+         "{!r} names a likeness, not a concept; name the concept itself"),
+        (r"\b(?:dark|light)[ -]colou?red\b|(?<![-!~])(?<!\bnot )(?<!\bnon )(?<!\bno )\b(?:" + named + r")[ -](?:" + colours
+         + r")\b",
+         "{!r} names a shade, not a colour and a type; name the colour"),
+        (r"\b(?:apart from|other than|aside from|besides)\b(?:.*\b(?:also|too|as well)\b| being\b)",
+         "{!r} adds to what it names rather than excluding it; name every wanted concept, and put 'not' before an "
+         "excluded one"),
+    ]
+    for pattern, said in checks:
+        if m := re.search(pattern, plain):
+            raise ValueError(f"--where {text!r}: " + said.format(m.group(0).strip()))
+    if m := re.search(r"\b(?:lives?|living)\b" + (r"(?! in the (?:" + "|".join(map(re.escape, habitats)) + r")\b)"
+                                                   if habitats else "") + PLACE, plain):
+        known = (", ".join(f"'lives in the {h}'" for h in sorted(habitats))
+                 or "none: this memory has no habitat concepts")
+        raise ValueError(f"--where {text!r}: {m.group(0).strip()!r} names no habitat of the vocabulary (habitats: "
+                         f"{known})")
 
 
 def _unread_message(text: str, unread: list[str], vocab: list[Concept]) -> str:
@@ -243,12 +302,20 @@ def _post_positive(s: str, text: str, groups: Callable[[str], set[str]]) -> str:
                              "excluded') and what is wanted (e.g. 'fire')")
         head = re.sub(r"\s*[:=(\[]\s*$", "", head)  # "fire: excluded", "yellow, electric (excluded)"
         cut = max((o.end() for o in CLAUSE_OPENERS.finditer(head)), default=0)
-        cut += len(m2.group(0)) if (m2 := re.match(r"\s*(?:and|or|but)\b", head[cut:])) else 0  # "…, and water excluded"
+        lead_word = re.match(r"\s*(?:and|or|but)\b", head[cut:])  # "…, and water excluded"
+        cut += len(lead_word.group(0)) if lead_word else 0
         segments = head[cut:].split(",")
         items = [segments.pop()]
+        if not items[0].strip() and segments:  # "red, blue, excluded": a trailing comma
+            items = [segments.pop()]
+
         def short(seg: str) -> bool:  # a list item: one or two words, not a negated clause of its own
             return 0 < len(seg.split()) <= 2 and not re.match(r"\s*(?:without|not|no)\b", seg)
 
+        joined = ""
+        lead = re.match(r"\s*(?:and|or)\b", items[0])
+        if lead and not (len(segments) > 1 and short(segments[-1]) and short(segments[-2])):
+            joined, items[0] = lead.group(0), items[0][lead.end():]  # "yellow, and electric excluded": no list
         if re.search(r"\b(?:and|or)\b", items[0]):
             while segments and short(segments[-1]):
                 items.insert(0, segments.pop())
@@ -258,5 +325,6 @@ def _post_positive(s: str, text: str, groups: Callable[[str], set[str]]) -> str:
                              f"with {items[0].strip()!r}; say 'not {segments[-1].strip()} and not {items[0].strip()}' "
                              f"to exclude both, or '{segments[-1].strip()}, not {items[0].strip()}' to exclude "
                              f"{items[0].strip()!r} only")
-        s = head[:cut] + "".join(seg + "," for seg in segments) + " without " + ",".join(items) + f" {END}" + tail
+        s = (head[:cut] + "".join(seg + "," for seg in segments) + joined + " without " + ",".join(items) + f" {END}"
+             + tail)
     return s
