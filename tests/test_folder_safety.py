@@ -60,6 +60,19 @@ def test_out_inside_a_stage_output_or_naming_a_file_is_refused_before_any_work(t
     folder_eval.check_out(tmp_path / "q_results", ROOT, tmp_path / "q")  # beside it is fine
 
 
+def test_a_run_never_deletes_the_queries_or_a_quarantine_folder_it_did_not_write(tmp_path):
+    """`--queries out/quarantine --out out` replaced out/quarantine, deleting the 19 images being read; a user's own
+    out/quarantine/important.txt was deleted by the next run."""
+    out = tmp_path / "out"
+    (out / "quarantine").mkdir(parents=True)
+    (out / "quarantine" / "important.txt").write_text("mine")
+    with pytest.raises(ValueError, match=r"--queries .* is inside --out .*would delete the images it reads"):
+        folder_eval.check_out(out, ROOT, out / "quarantine")
+    with pytest.raises(ValueError, match=r"holds a quarantine/ that no `polarcatalog evaluate` wrote"):
+        folder_eval.check_out(out, ROOT, tmp_path / "elsewhere")
+    assert (out / "quarantine" / "important.txt").read_text() == "mine"
+
+
 def test_a_second_run_to_the_same_out_is_refused_while_the_first_holds_it(tmp_path):
     """Two runs finishing together left one's metrics.json beside the other's predictions.csv (8 of 40 tries)."""
     out = tmp_path / "out"
@@ -91,7 +104,7 @@ def test_metrics_are_strict_json_and_the_quarantine_is_this_runs(tmp_path):
                                   quarantine)
     assert json.loads((out / "metrics.json").read_text(), parse_constant=lambda c: pytest.fail(c)) == {"mRR@1": None,
                                                                                                       "ci": [None, 0.5]}
-    assert [p.name for p in (out / "quarantine").iterdir()] == ["00000_bad.png"]
+    assert sorted(p.name for p in (out / "quarantine").iterdir()) == [folder_eval.QUARANTINE_MARK, "00000_bad.png"]
     assert quarantine.rows[0]["copy"] == str(out / "quarantine" / "00000_bad.png")
     with folder_eval.claim(out):
         folder_eval.write_results(out, pd.DataFrame({"query_id": ["a.png"]}), {"mRR@1": 1.0},

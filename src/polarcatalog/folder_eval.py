@@ -408,8 +408,14 @@ def check_out(out: Path, root: Path, queries: Path | None = None) -> None:
         raise ValueError(f"--out {out} is inside --queries {queries}: the next run would read this run's results and "
                          "quarantined copies as query images; give a folder outside it (default "
                          "reports/evaluate/<folder name>)")
+    if queries is not None and queries.is_dir() and out.resolve() in queries.resolve().parents:
+        raise ValueError(f"--queries {queries} is inside --out {out}: this run replaces that folder's results and "
+                         "quarantine/, which would delete the images it reads; copy them elsewhere first")
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out}: a file, not a folder; give a folder (default reports/evaluate/<folder name>)")
+    if (out / "quarantine").exists() and not (out / "quarantine" / QUARANTINE_MARK).is_file():
+        raise ValueError(f"--out {out} holds a quarantine/ that no `polarcatalog evaluate` wrote, and a run replaces "
+                         "it; give another --out, or move that folder")
     above = next((p for p in out.absolute().parents if p.exists() and not p.is_dir()), None)
     if above is not None:
         raise ValueError(f"--out {out}: {above} is a file, so no folder can be made there; give another folder")
@@ -427,6 +433,7 @@ def check_out(out: Path, root: Path, queries: Path | None = None) -> None:
 
 
 QUARANTINE_STAGING = ".quarantine.partial"  # this run's quarantined copies until its results replace the last run's
+QUARANTINE_MARK = ".written-by-polarcatalog-evaluate"  # in each quarantine/ a run wrote: only such a folder is replaced
 
 
 @contextmanager
@@ -495,8 +502,11 @@ def write_results(out: Path, pred: pd.DataFrame, metrics: dict[str, Any], quaran
         raise OSError(err.errno, f"could not write the results to {out} ({why}); nothing of this run was written, "
                                  "the previous results there are unchanged") from None
     if quarantine is not None:
-        shutil.rmtree(final_quarantine, ignore_errors=True)
+        if (final_quarantine / QUARANTINE_MARK).is_file():  # a folder of the user's own is never deleted (check_out)
+            shutil.rmtree(final_quarantine, ignore_errors=True)
         if quarantine.folder.is_dir():
+            (quarantine.folder / QUARANTINE_MARK).write_text("quarantined copies of one `polarcatalog evaluate` run; "
+                                                              "the next run to this --out replaces this folder\n")
             os.replace(quarantine.folder, final_quarantine)
     for tmp, final in zip(temps, staged):
         os.replace(tmp, final)
