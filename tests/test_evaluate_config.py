@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from polarcatalog.config import load_params
+from polarcatalog import folder_eval
 from polarcatalog.folder_eval import configuration, configuration_text, folder_intervals
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,3 +116,15 @@ def test_ui_with_a_missing_or_invalid_params_file_says_so_in_one_line(tmp_path):
     for params, said in ((tmp_path / "nonexist.yaml", "params file not found"), (bad, "retrieval.lam")):
         res = CliRunner().invoke(app, ["ui", "--params", str(params)])
         assert res.exit_code == 2 and said in res.output and "Traceback" not in res.output, res.output
+
+
+def test_a_set_key_whose_value_comes_from_a_stage_output_is_refused_not_shown_as_applied():
+    """`--set graph.probe_dim=16` with --where and `--set kg.bridge=5` with --kgret were marked "(--set)" while the
+    predictions were byte-identical: the memory's scores and the triples are the graph and kg stages' outputs."""
+    for key in ("graph.probe_dim", "graph.probe_c", "graph.templates", "graph.verifier"):
+        assert "graph stage's" in folder_eval.unread_override(key, constraint=True, kg=False)
+    assert "--kgret" in folder_eval.unread_override("kg.bridge", constraint=False, kg=True)
+    assert "kg stage's" in folder_eval.unread_override("kg.llm_model", constraint=False, kg=True)
+    for key in ("graph.kappa", "graph.constraint", "graph.proposer"):  # read: the memory is rebuilt from the scores
+        assert folder_eval.unread_override(key, constraint=True, kg=False) is None
+    assert folder_eval.unread_override("kg.hops", constraint=False, kg=True) is None

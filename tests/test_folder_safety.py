@@ -168,6 +168,7 @@ def test_a_constrained_run_with_every_image_quarantined_renders_without_a_confli
                "constraint": {"Conflict@5 (memory)": None, "gold contradicted by the memory": 0}}
     text = folder_eval.EvaluateResult(pd.DataFrame(), metrics, [], constraint).render()
     assert "constraint: Conflict@5 (memory) n/a (no image ranked), gold contradicted by the memory 0" in text
+    assert "no image of the folder could be ranked" in text  # not a silent success
 
 
 def test_a_zero_width_interval_is_said_to_be_no_certainty():

@@ -113,6 +113,9 @@ class EvaluateResult:
             lines.append(f"{len(self.quarantined)} image(s) quarantined (unreadable or blank; copies in the output's "
                          "quarantine/): " + "; ".join(f"{printable(q['path'])}: {q['reason']}" for q in self.quarantined))
         lines += self.folder.notes() if self.folder else []
+        if self.predictions.empty:  # a folder of broken files "succeeded" with a header-only predictions.csv
+            lines.append("\nno image of the folder could be ranked (see the quarantined and skipped files above): "
+                         "nothing was scored")
         kg = (self.metrics or {}).get("kgret")
         if kg:
             matched = next(k for k in kg if k.startswith("budget-matched"))
@@ -183,6 +186,12 @@ CATALOG_ONLY = {
     "eval.dev_fraction": "it splits the catalog's own queries into dev and test; evaluate scores every image of the folder",
     "retrieval.reference_folds": "it cross-fits the pipeline's dev queries when dev itself is scored; a folder's "
                                  "queries take every dev query as reference",
+    **{f"graph.{k}": f"the memory's concept scores are the graph stage's (data/processed/graph/scores.npz); "
+                     f"`dvc exp run -S graph.{k}=...`, then evaluate again"
+       for k in ("verifier", "zero_shot_encoder", "vlm_model", "probe_folds", "probe_c", "probe_dim", "templates")},
+    "kg.bridge": "B is --kgret's value",
+    **{f"kg.{k}": f"the knowledge graph's triples are the kg stage's; `dvc exp run -S kg.{k}=...`, then evaluate again"
+       for k in ("package", "extractor", "llm_model", "llm_max_new_tokens", "llm_batch_size")},
 }
 
 
@@ -257,7 +266,7 @@ def configuration(params: Params, params_file: Path, overrides: dict[str, Any], 
     params file's uncommitted value (what a `dvc exp run` leaves in the workspace; `git checkout params.yaml` undoes it)."""
     values = flatten(params.model_dump(mode="json"))
     committed = _committed_params(params_file)
-    keys = [k for k in SHOWN if k in values] + (["graph.constraint", "graph.kappa", "graph.probe_dim"] if constraint else [])
+    keys = [k for k in SHOWN if k in values] + (["graph.constraint", "graph.kappa"] if constraint else [])
     # every other value that departs from the committed file: a `--set retrieval.center=false` changed the scores
     # and must be in the line that describes the run
     keys += [k for k in values if k not in keys and (k in overrides or (committed is not None and k in committed
