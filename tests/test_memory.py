@@ -454,3 +454,13 @@ def test_a_ninth_round_of_phrasings_is_refused(text, message):
 def test_an_or_after_a_one_word_exclusion_or_a_bracket_stays_an_or(text):
     """Each was read as a conjunction ("!fire || water" excluded water too); a constraint cannot say "or"."""
     assert parse_constraint(text, VOCAB).disjoined
+
+
+def test_a_constraint_by_concept_ids_is_read_exactly():
+    """The form that cannot be misread: "+id" has, "-id" lacks; an unknown id is refused naming real ones."""
+    q = parse_constraint("+colour:yellow -type:electric, -shape:wings", VOCAB)
+    assert (q.q_pos, q.q_neg, q.unread, q.disjoined) == (("colour:yellow",), ("type:electric", "shape:wings"), (), ())
+    assert parse_constraint("+colour:yellow -colour:yellow", VOCAB).contradicted == ("colour:yellow",)
+    with pytest.raises(ValueError, match=r"unknown concept id\(s\) \['colour:yelow'\]; see the vocabulary"):
+        parse_constraint("+colour:yelow", VOCAB)
+    assert parse_constraint("yellow -electric", VOCAB).q_neg == ("type:electric",)  # words still read as words

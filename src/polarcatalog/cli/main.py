@@ -155,7 +155,8 @@ def evaluate(
     out: Optional[Path] = typer.Option(None, help="folder for predictions.csv and metrics.json (default reports/evaluate/<folder name>)"),
     show: int = typer.Option(5, min=1, help="species printed per query (each list holds max(retrieval.k, 10))"),
     where: Optional[str] = typer.Option(None, "--where", help="a constraint in words, e.g. 'a yellow Pokémon that is not an "
-                                        "electric type': candidates re-ordered by the polarized memory (needs the graph stage)"),
+                                        "electric type', or by concept ids, '+colour:yellow -type:electric' (read exactly): candidates re-ordered by "
+                                        "the polarized memory (needs the graph stage)"),
     strength: Optional[str] = typer.Option(None, help="constraint strength for --where: none | soft:<p> | adaptive | hard "
                                            "(overrides graph.constraint)"),
     kgret: Optional[int] = typer.Option(None, "--kgret", help="B, from 1 to 50: the kg stage's experiment on this folder, "

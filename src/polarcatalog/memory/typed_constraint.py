@@ -1,5 +1,8 @@
 """A constraint a person typed (`polarcatalog evaluate --where`), read strictly (PolarMem, Algorithm 1, line 1).
 
+Two forms: concept ids, "+colour:yellow -type:electric" (has / lacks), read exactly; or words, "a yellow Pokémon that
+is not an electric type", read by the rules below.
+
 Chunk texts are written by a template and read by `query_parser.parse_text`; people type anything. This module turns
 the spellings people use into the words `parse_text(coordinated=True)` reads, and refuses, naming the word and a
 phrasing that parses back, whatever it cannot read whole: a wrong constraint silently reorders every ranking, a
@@ -15,7 +18,7 @@ from dataclasses import replace
 from typing import Callable
 
 from polarcatalog.data.concepts import Concept, normalise_text
-from polarcatalog.memory.query_parser import ParsedQuery, parse_text
+from polarcatalog.memory.query_parser import ParsedQuery, parse_structured, parse_text
 
 
 SHADES = ("dark", "light", "pale", "bright", "deep")  # "dark blue" is a blue, not the dark type
@@ -66,6 +69,8 @@ def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
     everyday word, EVERYDAY_TYPES). Refused as well (`parse_text`'s reports): a negation whose reach is unclear ("not
     electric and yellow", "no fire, water", "red and wings excluded"), a negated negation ("not not fire", "fire not
     excluded"), a negation of nothing ("red, fire no"), and "not" after an exclusion ("exclude fire, not water")."""
+    if ids := _by_id(text, vocab):
+        return ids
     words = {normalise_text(a) for c in vocab for a in c.aliases if " " not in a}
     aliases = sorted({normalise_text(a) for c in vocab for a in c.aliases}, key=len, reverse=True)
     concept = r"(?:(?:a|an|the)\s+)?(?:" + "|".join(map(re.escape, aliases)) + r")\b"
@@ -185,6 +190,24 @@ def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
                          f"from the exclusion of {a!r}; say 'not {a} and not {b}' to exclude both, or leave {b!r} "
                          f"out to exclude {a!r} only")
     return replace(q, unread=())
+
+
+BY_ID = re.compile(r"[+-][a-z]+:[\w-]+")  # "+colour:yellow -type:electric": the form that cannot be misread
+
+
+def _by_id(text: str, vocab: list[Concept]) -> ParsedQuery | None:
+    """A constraint given as concept ids, each after "+" (has) or "-" (lacks): read exactly, with no words to guess
+    at; an unknown id is refused naming the vocabulary's. None when the text is not in that form."""
+    tokens = text.replace(",", " ").split()
+    if not tokens or not all(BY_ID.fullmatch(t) for t in tokens):
+        return None
+    try:
+        q = parse_structured({"has": [t[1:] for t in tokens if t[0] == "+"],
+                              "not_has": [t[1:] for t in tokens if t[0] == "-"]}, vocab)
+    except ValueError as err:
+        raise ValueError(f"--where {text!r}: {err}") from None
+    both = set(q.q_pos) & set(q.q_neg)
+    return ParsedQuery(tuple(c for c in q.q_pos if c not in both), q.q_neg, tuple(both))
 
 
 def _instead_of(m: re.Match[str]) -> str:
