@@ -71,8 +71,9 @@ def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
     excluded"), a negation of nothing ("red, fire no"), and "not" after an exclusion ("exclude fire, not water")."""
     if ids := _by_id(text, vocab):
         return ids
-    words = {normalise_text(a) for c in vocab for a in c.aliases if " " not in a}
-    aliases = sorted({normalise_text(a) for c in vocab for a in c.aliases}, key=len, reverse=True)
+    kind = {normalise_text(a): c.group for c in vocab for a in c.aliases}  # every alias and its concept's kind
+    words = {a for a in kind if " " not in a}
+    aliases = sorted(kind, key=len, reverse=True)
     concept = r"(?:(?:a|an|the)\s+)?(?:" + "|".join(map(re.escape, aliases)) + r")\b"
     s = text
     for quote in "\u2019\u2018`\u00b4":
@@ -88,12 +89,12 @@ def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
     if re.search(r"\b(?:not|no)\s+(?:all|every)\b", s):
         raise ValueError(f"--where {text!r}: 'not all' (some, but not every) is no constraint on one species; say "
                          "what is excluded with 'not' (e.g. 'not fire')")
-    if m := re.search(r"\b(?:excluded|exclude|excluding|without|no|not|never)\b[^.;]*,\s*(?:except|apart from|other "
-                      r"than)\b", s):  # "fire types excluded, except water": water excluded too, or exempted?
+    if re.search(r"\b(?:excluded|exclude|excluding|without|no|not|never)\b[^.;]*,\s*(?:except|apart from|other "
+                 r"than)\b", s):  # "fire types excluded, except water": water excluded too, or exempted?
         raise ValueError(f"--where {text!r}: it is unclear whether what follows 'except' is excluded as well or "
                          "exempted from the exclusion; name each excluded concept after 'not', and leave out the others")
     s = re.sub(r"\bwon't\b", "will not", re.sub(r"\bcan't\b", "can not", re.sub(r"\bshan't\b", "shall not", s)))
-    s = s.replace("n't", " not").replace("\uff01", "!").replace("\u00ac", " not ").replace("\u2227", " and ")
+    s = s.replace("n't", " not").replace("\u00ac", " not ")  # NFKC made "！" a "!"; "∧" is read below with "&&"
     s = re.sub(r"(?<!\w)'|'(?!\w)|\"|[\u201c\u201d]", " ", s)  # quotes around a word: "not 'fire'"
     s = re.sub(r"\b(that|it|what|which|who)'s\b", r"\1 is", s).replace("i'd", "i would").replace("i'm", "i am")
     # dashes: before a word, a one-word exclusion ("–electric"), unless the word is a negation ("—not water"); between
@@ -122,14 +123,13 @@ def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
     s = re.sub(r"\bdefinitely\s+not\b", " not ", s)
     _refuse_permissions_and_sets(s, text, habitats, concept, vocab)
     s = re.sub(r"\b(\w+)-types\b", r"\1 types", s)  # "electric-types"
-    kind = {normalise_text(a): c.group for c in vocab for a in c.aliases}
     s = re.sub(r"\b(\w+)-(sized|size|coloured|colored)\b", lambda m: m.group(1) if kind.get(m.group(1)) == (
         "size" if m.group(2).startswith("size") else "colour") else m.group(0), s)  # "small-sized", "yellow-coloured"
     s = re.sub(r"(?:^|(?<=[,;]))\s*(?:rather than|instead of)\b([^,;]*),", _instead_of, s)  # "instead of fire, water"
     # set exclusions read as "without" (a list after one is excluded item by item); a verb's negation as "not"
     s = re.sub(r"\b(?:other than|apart from|except for|except|excluding|excludes|exclude|anything but|everything but|"
                r"rather than|instead of|avoiding|avoids|avoid)\b", " without ", s)
-    s = re.sub(r"\b(?:cannot|can not|never)\b", " not ", s)
+    s = re.sub(r"\b(?:cannot|can not)\b", " not ", s)  # "never" became "not" above
     s = re.sub(r"(?<!\bat )\b(?:all|any|every|everything|anything|everyone|anyone)\b((?:\s+[\w-]+){0,3}?)\s+but\s+(?="
                + concept + ")", _all_but, s)  # "all but yellow", "every colour but yellow", "all yellow ones but …"
     s = re.sub(r"(?<![\w/])w/o\b|\b(?:free of|lacks|lack)\b", " without ", s)
@@ -146,15 +146,14 @@ def parse_constraint(text: str, vocab: list[Concept]) -> ParsedQuery:
     s = re.sub(r"\bwithout (\w+) " + END, lambda m: f"without {m.group(1)}s {END}" if m.group(1) + "s" in words and
                m.group(1) not in words else m.group(0), s)
     mention = re.compile(r"\b(" + "|".join(map(re.escape, aliases)) + r")\b")
-    group = {normalise_text(a): c.group for c in vocab for a in c.aliases}
-    s = _post_positive(s, text, lambda piece: {group[m.group(1)] for m in mention.finditer(piece)})
+    s = _post_positive(s, text, lambda piece: {kind[m.group(1)] for m in mention.finditer(piece)})
     # a bracket is a clause of its own ("a blue (not water) one"), except after a negation ("not (red or fire), blue")
     s = re.sub(r"(\w+\s*)?[(\[]", lambda m: f"{m.group(1) or ''} " + (
         "" if (m.group(1) or "").strip() in ("not", "no", "without", "or", "and", "nor", "") else ", "),
                re.sub(r"[)\]]", " , ", s))
     s = re.sub(r"[.!?:]|\b(?:although|though|because|whereas)\b", f" {END} ", s)
     s = s.replace("=", " ")  # "colour = yellow"
-    colours = sorted({normalise_text(a) for c in vocab if c.group == "colour" for a in c.aliases}, key=len, reverse=True)
+    colours = [a for a in aliases if kind[a] == "colour"]  # longest first, as `aliases`
     if colours:
         s = re.sub(r"\b(?:" + "|".join(SHADES) + r")[ -](?=(?:" + "|".join(map(re.escape, colours)) + r")\b)", "", s)
     s = re.sub(r"(?<!\btype )\b(" + "|".join(EVERYDAY_TYPES) + r")\b(?![ -](?:types?|pokemon)\b)", r"\1_", s)
