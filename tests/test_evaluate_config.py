@@ -128,3 +128,47 @@ def test_a_set_key_whose_value_comes_from_a_stage_output_is_refused_not_shown_as
     for key in ("graph.kappa", "graph.constraint", "graph.proposer"):  # read: the memory is rebuilt from the scores
         assert folder_eval.unread_override(key, constraint=True, kg=False) is None
     assert folder_eval.unread_override("kg.hops", constraint=False, kg=True) is None
+
+
+def test_a_repeated_set_key_is_refused_not_decided_by_option_order(tmp_path):
+    """`--set retrieval.lam=0.3 --set retrieval.lam=0.9` scored with 0.9 and said nothing: the last one won. A key
+    inside a section also set whole, and --strength beside --set graph.constraint, are the same clash."""
+    from typer.testing import CliRunner
+
+    from polarcatalog.cli.main import app
+    from polarcatalog.config import ParamsError, parse_overrides
+
+    assert parse_overrides(["retrieval.lam=0.3", "retrieval.k=10"]) == {"retrieval.lam": 0.3, "retrieval.k": 10}
+    for sets, said in ((["retrieval.lam=0.3", "retrieval.lam=0.9"], "--set retrieval.lam is set twice"),
+                       (["retrieval.lam=0.3", " retrieval.lam =0.3"], "--set retrieval.lam is set twice"),
+                       (["retrieval={lam: 0.3}", "retrieval.lam=0.9"], "--set retrieval.lam overlaps --set retrieval")):
+        try:
+            parse_overrides(sets)
+        except ParamsError as err:
+            assert said in str(err), err
+        else:
+            raise AssertionError(f"{sets} accepted")
+    empty = tmp_path / "q"
+    empty.mkdir()
+    for args, said in ((["--set", "retrieval.lam=0.3", "--set", "retrieval.lam=0.9"], "set twice"),
+                       (["--where", "yellow", "--strength", "hard", "--set", "graph.constraint=none"], "give one")):
+        res = CliRunner().invoke(app, ["evaluate", "--queries", str(empty), "--params", str(ROOT / "params.yaml"), *args])
+        assert res.exit_code == 2 and said in res.output and "Traceback" not in res.output, res.output
+
+
+def test_the_code_commit_names_uncommitted_changes_to_the_package(tmp_path):
+    """Two runs of one configuration on different code are different experiments: the commit is recorded, with a
+    mark when src/ departs from it."""
+    git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, capture_output=True, text=True, check=True)  # noqa: E731
+    assert folder_eval.code_state(tmp_path) == "unknown (not a git checkout)"
+    git("init", "-q")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src/m.py").write_text("x = 1\n")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    head = git("rev-parse", "HEAD").stdout.strip()
+    assert folder_eval.code_state(tmp_path) == head
+    (tmp_path / "notes.txt").write_text("not code")
+    assert folder_eval.code_state(tmp_path) == head
+    (tmp_path / "src/m.py").write_text("x = 2\n")
+    assert folder_eval.code_state(tmp_path) == head + " + uncommitted changes to src/"

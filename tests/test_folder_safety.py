@@ -139,8 +139,9 @@ def test_results_are_written_whole_or_not_at_all(tmp_path, monkeypatch):
 
 def test_each_constraint_concepts_exclusion_quality_is_measured_against_the_truth():
     """Hand-computed: 5 species; `not fire` must exclude the 2 fire species and the memory's HAS edges catch one of
-    them plus one non-fire species (recall 1/2, precision 1/2); `has green` must exclude the 3 species that are not
-    green and the memory's NOT_HAS edges catch all 3 and nothing else (1, 1). Under hard the weak concept is flagged."""
+    them plus one non-fire species (recall 1/2, precision 1/2, and 2 of the 3 species without fire kept); `has green`
+    must exclude the 3 species that are not green and the memory's NOT_HAS edges catch all 3 and nothing else (1, 1,
+    both green species kept). Under hard the weak concept is flagged."""
     from polarcatalog.data.concepts import Concept
     from polarcatalog.memory.inputs import GraphInputs
     from polarcatalog.memory.memories import IncidenceMemory
@@ -155,10 +156,29 @@ def test_each_constraint_concepts_exclusion_quality_is_measured_against_the_trut
     green, = folder_eval.concept_quality(inputs, memory, [1], "has")
     assert (fire["should be excluded"], fire["excluded"], fire["exclusion recall"], fire["exclusion precision"]) == (2, 2, 0.5, 0.5)
     assert (green["should be excluded"], green["excluded"], green["exclusion recall"], green["exclusion precision"]) == (3, 3, 1.0, 1.0)
+    assert (fire["should be kept"], fire["kept"], green["should be kept"], green["kept"]) == (3, 2 / 3, 2, 1.0)
     hard = folder_eval.Constraint("green, not fire", ["colour:green"], ["type:fire"], "hard", [green, fire])
     lines = hard.quality_lines()
     assert sum("WARNING" in line for line in lines) == 1 and "'fire'" in next(line for line in lines if "WARNING" in line)
     assert not any("WARNING" in line for line in folder_eval.Constraint("x", [], [], "soft (p=0.01)", [fire]).quality_lines())
+
+
+def test_a_has_constraint_the_memory_contradicts_for_most_wanted_species_is_flagged():
+    """Hand-computed: 10 species, 3 electric; the memory marks NOT_HAS on 2 of the 3 electric ones and on every
+    non-electric one. Exclusion recall 7/7 and precision 7/9 (both near the bar), but a hard `has electric` keeps
+    1 of the 3 species asked for: the kept share (1/3) is what flags it."""
+    from polarcatalog.data.concepts import Concept
+    from polarcatalog.memory.inputs import GraphInputs
+    from polarcatalog.memory.memories import IncidenceMemory
+
+    vocab = [Concept("type:electric", "type", "electric")]
+    truth = np.array([[1], [1], [1]] + [[0]] * 7, bool)
+    not_has = np.array([[1], [1], [0]] + [[1]] * 7, bool)
+    inputs = GraphInputs(vocab, np.arange(10), truth, np.zeros((10, 1)), np.arange(10), np.zeros((1, 1)), np.arange(1))
+    electric, = folder_eval.concept_quality(inputs, IncidenceMemory(np.zeros_like(not_has), not_has), [0], "has")
+    assert (electric["exclusion recall"], electric["exclusion precision"], electric["kept"]) == (1.0, 7 / 9, 1 / 3)
+    lines = folder_eval.Constraint("an electric type", ["type:electric"], [], "hard", [electric]).quality_lines()
+    assert "it keeps 33 % of the 3 it should keep" in lines[0] and "WARNING" in lines[1]
 
 
 def test_a_constrained_run_with_every_image_quarantined_renders_without_a_conflict_rate():

@@ -6,6 +6,7 @@ tests/test_pipeline_tools.py, on their own copy."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -327,6 +328,8 @@ def test_cli_evaluate_on_a_tiny_folder(repo, tmp_path):
     assert ci["species"] == 3 and ci["metrics"]["mRR@1"]["value"] == round(metrics["labelled"]["mRR@1"], 6)
     assert all(r["ci_low"] <= r["value"] <= r["ci_high"] for r in ci["metrics"].values())
     assert metrics["configuration"]["retrieval.lam"]["source"].startswith("params.yaml")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    assert metrics["code commit"].startswith(head) and f"\ncode commit: {head}" in out  # the code that scored it
     assert metrics["folder"]["not_images"] == ["bulbasaur/README.txt"]
     # the configured query side: each query alone, with the statistics of the pipeline's dev sprites, and it says so
     assert metrics["query_centring"]["by"] == "reference" and "each query scored on its own" in out
@@ -388,8 +391,15 @@ def test_cli_evaluate_with_a_constraint_in_words(repo, tmp_path):
     assert m["constraint"]["has"] == ["colour:green"] and m["constraint"]["strength"] == "hard"
     quality = {q["concept"]: q for q in m["constraint"]["concept quality"]}
     assert set(quality) == {"green", "fire type"} and all(0 <= q["exclusion recall"] <= 1 for q in quality.values())
-    weak = [name for name, q in quality.items() if min(q["exclusion recall"], q["exclusion precision"]) < 0.8]
+    weak = [name for name, q in quality.items() if any(q[k] < 0.8 for k in ("exclusion recall", "exclusion precision", "kept"))]
     assert out.count("WARNING: the hard constraint rests on") == len(weak) and "(not): the memory excludes" in out
+    # `concepts` lists the same memory's quality for every concept, by the ids `--where +colour:green` takes
+    listing = run_ok([cli, "concepts"], root, env).stdout
+    shares = {line.split()[0]: re.findall(r"(\d+) %", line) for line in listing.splitlines()
+              if line.split()[:1] and ":" in line.split()[0]}  # +id keeps, +id excludes, -id keeps, -id excludes
+    assert {"colour:green", "type:fire", "type:electric"} <= set(shares)
+    assert shares["colour:green"][0] == f"{100 * quality['green']['kept']:.0f}"
+    assert shares["type:fire"][2] == f"{100 * quality['fire type']['kept']:.0f}"
     assert any(set(st) != {0} for st in pred["states"].map(json.loads))  # the memory decides some candidates
     run_ok([cli, "evaluate", "--queries", str(q), "--out", str(tmp_path / "p")], root, env)  # unconstrained: no states
     assert all(set(st) == {0} for st in pd.read_csv(tmp_path / "p/predictions.csv")["states"].map(json.loads))

@@ -495,6 +495,20 @@ def parse_override(item: str) -> tuple[str, Any]:
         raise ParamsError(f"--set {item!r}: the value is not YAML ({str(exc).splitlines()[0]})") from None
 
 
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """Every `--set`, each key once: a key given twice (or inside a section also set whole) would otherwise be
+    decided by the order of the options, the last one winning without a word."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, value = parse_override(item)
+        clash = next((k for k in out if k == key or k.startswith(f"{key}.") or key.startswith(f"{k}.")), None)
+        if clash is not None:
+            what = "is set twice" if clash == key else f"overlaps --set {clash}"
+            raise ParamsError(f"--set {key} {what}: give each key once")
+        out[key] = value
+    return out
+
+
 def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
     """Merge dotted-key overrides (`{"dataset.species_limit": 20}`) or nested dicts onto raw params."""
     out = copy.deepcopy(raw)

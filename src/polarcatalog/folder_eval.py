@@ -66,9 +66,10 @@ class Constraint:
         lines = []
         for q in self.quality:
             lines.append(f"  {q['concept']} ({q['side']}): the memory excludes {_pct(q['exclusion recall'])} of the "
-                         f"{q['should be excluded']} catalog species it should (recall), and {_pct(q['exclusion precision'])} "
-                         f"of the {q['excluded']} it excludes should be (precision)")
-            weak = min(q["exclusion recall"], q["exclusion precision"]) < QUALITY_BAR
+                         f"{q['should be excluded']} catalog species it should (recall), {_pct(q['exclusion precision'])} "
+                         f"of the {q['excluded']} it excludes should be (precision), and it keeps {_pct(q['kept'])} of "
+                         f"the {q['should be kept']} it should keep")
+            weak = any(q[k] < QUALITY_BAR for k in ("exclusion recall", "exclusion precision", "kept"))  # nan: none
             if weak and self.strength == "hard":
                 lines.append(f"  WARNING: the hard constraint rests on {q['concept']!r}, below the {_pct(QUALITY_BAR)} bar: "
                              "species are kept or dropped on a weak edge; try --strength soft:0.01 (the configured "
@@ -87,7 +88,8 @@ class EvaluateResult:
     replaced: bool = False  # a previous run's predictions.csv / metrics.json in the output folder were replaced
 
     def render(self, show: int = 5) -> str:
-        lines = [self.anchor_scale.describe()] if self.anchor_scale else []
+        lines = [f"code commit: {self.metrics['code commit']}"] if "code commit" in (self.metrics or {}) else []
+        lines += [self.anchor_scale.describe()] if self.anchor_scale else []
         cache = (self.metrics or {}).get("feature_cache", {})
         if cache.get("anchors", {}).get("misses"):  # a new scale's anchors were written: the cache grew, say by how much
             lines.append(f"  {cache['anchors']['misses']} anchor vectors added to the feature cache (data/cache/features, "
@@ -288,6 +290,23 @@ def configuration(params: Params, params_file: Path, overrides: dict[str, Any], 
     return out
 
 
+def code_state(root: Path) -> str:
+    """The commit whose code scored the folder, and whether the package's code departs from it: two runs of one
+    configuration on different code are not the same experiment."""
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if not commit:
+        return "unknown (not a git checkout)"
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", "src", "pyproject.toml")
+    return commit + (" + uncommitted changes to src/" if changed else "")
+
+
 def _committed_params(params_file: Path) -> dict[str, Any] | None:
     """The params file as HEAD has it, validated and flattened; None outside git or for an untracked file."""
     path = params_file.resolve()
@@ -306,7 +325,7 @@ def configuration_text(config: dict[str, dict[str, Any]]) -> str:
                                          for k, v in config.items())
 
 
-QUALITY_BAR = 0.8  # a constraint concept whose exclusion recall or precision is below this is flagged under hard
+QUALITY_BAR = 0.8  # a constraint concept whose exclusion recall, precision or kept share is below this is flagged under hard
 
 
 def _pct(x: float | None, decimals: int = 0, unit: str = " %") -> str:
@@ -323,7 +342,10 @@ def concept_quality(inputs: GraphInputs, memory: Memory, concepts: list[int], si
     """How well the memory excludes what a constraint on each concept must exclude, measured on the whole catalog
     against the domain's ground truth: for `not` (Q−) a species that has the concept (its HAS edge), for `has` (Q+) a
     species that lacks it (its NOT_HAS edge). Recall: share of those species excluded; precision: share of the
-    excluded that should be."""
+    excluded that should be; kept: share of the species that satisfy the constraint that the memory does not exclude.
+    Precision alone hides a concept the memory contradicts for most of the few species that have it (a `has` on a
+    rare concept can drop most of them while nearly all it drops lack it): kept is the share of the species a user
+    asked for that a hard constraint leaves in place."""
     every = np.arange(len(inputs.species_ids))[None, :]
     out = []
     for c in concepts:
@@ -333,7 +355,9 @@ def concept_quality(inputs: GraphInputs, memory: Memory, concepts: list[int], si
         out.append({"concept": inputs.vocab[c].name, "side": side, "should be excluded": int(should.sum()),
                     "excluded": int(excluded.sum()),
                     "exclusion recall": float(excluded[should].mean()) if should.any() else float("nan"),
-                    "exclusion precision": float(should[excluded].mean()) if excluded.any() else float("nan")})
+                    "exclusion precision": float(should[excluded].mean()) if excluded.any() else float("nan"),
+                    "should be kept": int((~should).sum()),
+                    "kept": float((~excluded[~should]).mean()) if (~should).any() else float("nan")})
     return out
 
 
@@ -346,6 +370,34 @@ class _Memory:
     memory: Memory
     q_pos: list[int]
     q_neg: list[int]
+
+
+def configured_memory(ws: Workspace, params: Params, root: Path, inputs: GraphInputs) -> Memory:
+    """The polarized memory the graph stage's configuration builds from its verifier scores (graph.kappa,
+    graph.proposer, graph.critical_completion): what `--where` and `concepts` read."""
+    gp = params.graph
+    scores = load_scores(root / "data/processed/graph/scores.npz", inputs.vocab)
+    return species_memory(inputs, ws.anchors["candidate_id"].tolist(), scores, memory_proposer(params, inputs),
+                          gp.kappa, gp.critical_completion)
+
+
+def concept_table(params: Params, root: Path) -> pd.DataFrame:
+    """Every concept a `--where` can name, by id, with how far the memory can carry a hard constraint on it (the
+    `concept_quality` of both sides): the list to choose ids from before a run, not after a warning."""
+    ws = load_workspace(root / "data/features", root / "data/processed")
+    inputs = graph_inputs(ws, domain_for(params))
+    memory = configured_memory(ws, params, root, inputs)
+    every = list(range(len(inputs.vocab)))
+    has = pd.DataFrame(concept_quality(inputs, memory, every, "has"))
+    not_ = pd.DataFrame(concept_quality(inputs, memory, every, "not"))
+    weak = lambda q: q[["exclusion recall", "exclusion precision", "kept"]].lt(QUALITY_BAR).any(axis=1)  # noqa: E731
+    return pd.DataFrame({
+        "id": [c.id for c in inputs.vocab], "name": [c.name for c in inputs.vocab],
+        "species with it": not_["should be excluded"],
+        "+id keeps": has["kept"], "+id excludes": has["exclusion recall"],
+        "-id keeps": not_["kept"], "-id excludes": not_["exclusion recall"],
+        "weak under hard": [" ".join(sign for sign, w in (("+", a), ("-", b)) if w)
+                            for a, b in zip(weak(has), weak(not_))]})
 
 
 def _memory_for(ws: Workspace, params: Params, root: Path, where: str) -> _Memory:
@@ -365,9 +417,7 @@ def _memory_for(ws: Workspace, params: Params, root: Path, where: str) -> _Memor
         examples = ", ".join(c.name for c in inputs.vocab[::6])
         raise ValueError(f"--where {where!r} names no concept of the vocabulary (e.g. {examples}); "
                          "phrase it like 'a yellow Pokémon that is not an electric type'")
-    scores = load_scores(root / "data/processed/graph/scores.npz", inputs.vocab)
-    memory = species_memory(inputs, ws.anchors["candidate_id"].tolist(), scores, memory_proposer(params, inputs),
-                            gp.kappa, gp.critical_completion)
+    memory = configured_memory(ws, params, root, inputs)
     index = {c.id: j for j, c in enumerate(inputs.vocab)}
     q_pos, q_neg = [index[c] for c in parsed.q_pos], [index[c] for c in parsed.q_neg]
     quality = concept_quality(inputs, memory, q_pos, "has") + concept_quality(inputs, memory, q_neg, "not")
@@ -651,6 +701,7 @@ def _evaluate_claimed(params: Params, root: Path, folder: Path, labels: Path | N
     metrics["query_centring"] = centring
     if config is not None:
         metrics["configuration"] = config
+    metrics["code commit"] = code_state(root)
     replaced = write_results(out, pred, metrics, quarantine)
     return EvaluateResult(pred, metrics, quarantine.rows, constraint, scale, listing, replaced)
 

@@ -16,9 +16,10 @@ from polarcatalog.runner import experiments as experiments_table
 from polarcatalog.runner import queue_recovery
 from polarcatalog.runner import profiles
 from polarcatalog.runner import verify as verification
-from polarcatalog.folder_eval import configuration, configuration_text, evaluate_folder, unread_override
+from polarcatalog.folder_eval import (QUALITY_BAR, concept_table, configuration, configuration_text, evaluate_folder,
+                                     unread_override)
 from polarcatalog.paths import repo_root
-from polarcatalog.config import Params, ParamsError, flatten, load_params, parse_override, read_params_yaml
+from polarcatalog.config import Params, ParamsError, flatten, load_params, parse_overrides, read_params_yaml
 from polarcatalog.features.cache import CacheError
 from polarcatalog.memory.constraints import Strength
 from polarcatalog.cli.run_notebook_command import run_notebook_command
@@ -168,7 +169,9 @@ def evaluate(
 ) -> None:
     """Run the configured retriever on your own query images against the whole catalog and score it."""
     try:
-        overrides = dict(parse_override(item) for item in set_)
+        overrides = parse_overrides(set_)
+        if strength is not None and "graph.constraint" in overrides:
+            raise ValueError("--strength and --set graph.constraint both set the constraint strength: give one")
         unread = [why for key in overrides if (why := unread_override(key, where is not None, kgret is not None))]
         if unread:
             raise ValueError("\n".join(unread))
@@ -225,6 +228,27 @@ def evaluate(
         typer.echo(f"(--show {show}: each list holds max(retrieval.k, 10) = {listed_} species)")
     typer.echo(f"wrote {out / 'predictions.csv'} and {out / 'metrics.json'}"
                + (" (replacing the previous run's results there)" if result.replaced else ""))
+
+
+@app.command()
+def concepts(
+    params: Path = typer.Option(Path("params.yaml"), help="params file (dataset.domain, graph.*: the memory's build)"),
+) -> None:
+    """The concepts `evaluate --where` reads, by id (`--where "+colour:yellow -type:electric"`), each with the share
+    of the catalog species a hard constraint on it keeps and excludes as it should (needs the graph stage)."""
+    try:
+        root = _project_root(params)
+        table = concept_table(load_params(params), root)
+    except (FileNotFoundError, ValueError, CacheError) as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    shares = [c for c in table if c.startswith(("+", "-"))]
+    typer.echo(table.to_string(index=False, formatters={c: (lambda x: "-" if x != x else f"{100 * x:.0f} %")
+                                                        for c in shares}))
+    typer.echo(f"\n+id keeps / excludes: the share of the catalog species that have it kept, and of those that lack "
+               "it excluded; -id the other way round; against the domain's ground truth. Weak under hard: a side "
+               f"whose keep, exclude or exclusion-precision share is below {100 * QUALITY_BAR:.0f} %, where --strength soft "
+               "reads more safely.")
 
 
 def _px(text: str) -> bool:
