@@ -1,6 +1,7 @@
 """Cold `dvc repro` after install, split by stage, with each stage's peak memory, then the no-op repro: what a user
 waits for after `make repro` has installed the venv on a fresh clone. Then a one-value experiment (`dvc exp run -S
-retrieval.lam=<another value>`) in the same clone, split the same way: the loop a researcher repeats.
+retrieval.lam=<another value>`) in the same clone, split the same way: the loop a researcher repeats, with a fresh
+kernel per stage and with kernels forked from a warm process (the default), back to back.
 
     .venv/bin/python benchmarks/repro_time.py [--keep]
 
@@ -9,7 +10,7 @@ and runs one `dvc repro` (the command `make repro` runs once the venv exists) wi
 cache and a fresh MLflow store: a cold run. DVC prints `Running stage '<name>':` as each stage starts; a stage's time
 runs from its line to the next one (so it includes DVC's own work on the stage: hashing and caching its outputs), and
 `dvc start-up` is the time before the first. A sampler reads the process tree every 0.1 s: a stage's peak memory is
-the largest single process while it runs (its notebook kernel). Writes reports/benchmarks/repro_time.{json,md}.
+the largest single process while it runs (its notebook kernel, or the warm process its kernel is forked from). Writes reports/benchmarks/repro_time.{json,md}.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from polarcatalog.numerics import pin_process
 pin_process()  # before numpy loads, as the `polarcatalog` command does
 
 import argparse
+import contextlib
 import os
 import platform
 import re
@@ -42,17 +44,27 @@ STAGE_LINE = re.compile(r"Running stage '([^']+)'")
 
 
 class PeakSampler(threading.Thread):
-    """The largest resident set among `root`'s descendants, per label (the stage running), sampled every 0.1 s."""
+    """The largest resident set among `root`'s descendants and the clone's warm process with its children (a stage's
+    forked kernel is the warm process's child, not DVC's), per label (the stage running), sampled every 0.1 s."""
 
-    def __init__(self, root: psutil.Process):
+    def __init__(self, root: psutil.Process, clone: Path):
         super().__init__(daemon=True)
-        self.root, self.label, self.peaks, self.done = root, "dvc start-up", {}, threading.Event()
+        self.root, self.clone, self.label, self.peaks, self.done = root, clone, "dvc start-up", {}, threading.Event()
+
+    def warm(self) -> list[psutil.Process]:
+        out = []
+        for proc in psutil.process_iter(["cmdline", "cwd"]):
+            cmd = proc.info["cmdline"] or []
+            if "polarcatalog.runner.warm_kernel" in cmd and "serve" in cmd and proc.info["cwd"] == str(self.clone):
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    out += [proc, *proc.children(recursive=True)]
+        return out
 
     def run(self) -> None:
         while not self.done.wait(0.1):
             rss = 0
             try:
-                procs = [self.root, *self.root.children(recursive=True)]
+                procs = [self.root, *self.root.children(recursive=True), *self.warm()]
             except psutil.NoSuchProcess:
                 return
             for proc in procs:
@@ -68,7 +80,7 @@ def timed_repro(clone: Path, env: dict[str, str], cmd: list[str]) -> list[dict]:
     the order DVC ran them."""
     proc = subprocess.Popen(cmd, cwd=clone, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, bufsize=1)
-    sampler = PeakSampler(psutil.Process(proc.pid))
+    sampler = PeakSampler(psutil.Process(proc.pid), clone)
     sampler.start()
     marks, log = [("dvc start-up", time.perf_counter())], []
     for line in proc.stdout:  # type: ignore[union-attr]
@@ -133,9 +145,16 @@ def main() -> None:
     start = time.perf_counter()
     subprocess.run([dvc, "repro", "-q"], cwd=clone, env=env, check=True)
     noop = time.perf_counter() - start
-    # a researcher's loop: one value changed, on the features the cold run cached (a workspace experiment)
+    # a researcher's loop: one value changed, on the features the cold run cached (a workspace experiment); first with
+    # a fresh kernel per stage (POLARCATALOG_WARM_KERNEL=0), then as configured (kernels forked from a warm process,
+    # runner/warm_kernel.py), another λ each time so that both rerun the same stages
     lam = load_params(clone / "params.yaml").retrieval.lam
-    new_lam = 0.5 if lam != 0.5 else 0.6
+    fresh_lam, new_lam = [x for x in (0.5, 0.6, 0.4) if x != lam][:2]
+    fresh_cmd = [dvc, "exp", "run", "-S", f"retrieval.lam={fresh_lam}"]
+    fresh_start = time.perf_counter()
+    fresh_rows = timed_repro(clone, {**env, "POLARCATALOG_WARM_KERNEL": "0"}, fresh_cmd)
+    fresh_total = time.perf_counter() - fresh_start
+    fresh_split = fixed_cost_split(clone, fresh_rows)
     exp_cmd = [dvc, "exp", "run", "-S", f"retrieval.lam={new_lam}"]
     exp_start = time.perf_counter()
     exp_rows = timed_repro(clone, env, exp_cmd)
@@ -146,30 +165,44 @@ def main() -> None:
     meta = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(), "commit": subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True, text=True).stdout.strip(),
         "cold_total_seconds": round(total, 1), "noop_seconds": round(noop, 1),
-        "experiment": " ".join(exp_cmd[1:]), "experiment_total_seconds": round(exp_total, 1)}
+        "experiment": " ".join(exp_cmd[1:]), "experiment_total_seconds": round(exp_total, 1),
+        "experiment_fresh_kernels": " ".join(fresh_cmd[1:]), "experiment_fresh_kernels_total_seconds": round(fresh_total, 1)}
     out = ROOT / "reports/benchmarks"
-    write_json({"meta": meta, "rows": rows, "experiment_rows": exp_rows, "experiment_split": split}, out / "repro_time.json")
+    write_json({"meta": meta, "rows": rows, "experiment_rows": exp_rows, "experiment_split": split,
+                "experiment_fresh_kernels_rows": fresh_rows, "experiment_fresh_kernels_split": fresh_split},
+               out / "repro_time.json")
     fixed = [r["seconds"] - r["compute cells"] for r in split]
+    fresh_fixed = [r["seconds"] - r["compute cells"] for r in fresh_split]
     outside = sum(r["seconds"] for r in exp_rows if r["stage"] in ("dvc start-up", "check"))
+    both = pd.DataFrame(fresh_rows)[["stage", "seconds"]].rename(columns={"seconds": "fresh kernels (s)"}).merge(
+        pd.DataFrame(exp_rows)[["stage", "seconds", "peak memory (MiB)"]].rename(
+            columns={"seconds": "forked kernels (s)"}), on="stage", how="outer", sort=False)
     (out / "repro_time.md").write_text(
         "# Cold `dvc repro` after install, by stage\n\n"
         f"A fresh clone of commit {meta['commit']} with the installed venv linked, empty feature, DVC and MLflow stores: "
         f"one `dvc repro` (what `make repro` runs after install) on {meta['cpus']} CPU cores. A stage's time runs from "
         "DVC's `Running stage` line to the next (so it includes DVC hashing and caching its outputs); peak memory is "
-        "the largest process while it runs (its notebook kernel), sampled every 0.1 s.\n\n" + df.to_markdown(index=False) +
+        "the largest process while it runs (its notebook kernel, or the warm process the kernels are forked from), "
+        "sampled every 0.1 s.\n\n" + df.to_markdown(index=False) +
         f"\n\n**Total: {total / 60:.1f} min** ({total:.0f} s). A no-op `dvc repro` afterwards: {noop:.1f} s.\n\n"
         f"## A one-value experiment: `{meta['experiment']}`\n\n"
         "In the same clone, right after: the researcher's loop of changing one value and rerunning what reads it, on "
-        "the features the cold run cached. Same columns; the total is the whole command, start to exit.\n\n"
-        + pd.DataFrame(exp_rows).to_markdown(index=False) + f"\n\n**Total: {exp_total:.0f} s.**\n\n"
-        "### Where each notebook stage's time goes\n\n"
+        "the features the cold run cached. Run twice, one after the other, another λ each time: first with a fresh "
+        f"kernel per stage (`POLARCATALOG_WARM_KERNEL=0 dvc {meta['experiment_fresh_kernels']}`), then as configured, "
+        "each stage's kernel and MLflow companion forked from a process that has done the stages' imports "
+        "(`runner/warm_kernel.py`; it starts with the first stage, so its start is in this run). Same columns; the "
+        "totals are the whole command, start to exit.\n\n"
+        + both.to_markdown(index=False) + f"\n\n**Total: {exp_total:.0f} s** with forked kernels, "
+        f"{fresh_total:.0f} s with fresh ones (forked / fresh: {exp_total / fresh_total:.2f}).\n\n"
+        "### Where each notebook stage's time goes (forked kernels)\n\n"
         "From papermill's per-cell durations in each executed notebook: the kernel's start, papermill's and DVC's own "
         "work (the stage's time minus its cells), the setup cell (imports, params, the MLflow run, the workspace), the "
         "stage's own compute (the cells between) and the last cell (logging the run and the executed notebook).\n\n"
         + pd.DataFrame(split).to_markdown(index=False) +
         f"\n\nEverything but the compute cells: {sum(fixed):.0f} s over {len(fixed)} stages "
-        f"({sum(fixed) / max(len(fixed), 1):.1f} s per stage), plus {outside:.0f} s of DVC's start-up and the `check` "
-        f"stage; the compute cells: {sum(r['compute cells'] for r in split):.0f} s.\n\n"
+        f"({sum(fixed) / max(len(fixed), 1):.1f} s per stage; with fresh kernels {sum(fresh_fixed):.0f} s, "
+        f"{sum(fresh_fixed) / max(len(fresh_fixed), 1):.1f} s per stage), plus {outside:.0f} s of DVC's start-up and "
+        f"the `check` stage; the compute cells: {sum(r['compute cells'] for r in split):.0f} s.\n\n"
         "Timings vary run to run: a measurement, not a metric DVC tracks.\n")
     print(f"total {total:.1f} s, no-op {noop:.1f} s")
     if args.keep:

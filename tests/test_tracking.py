@@ -290,16 +290,27 @@ def test_bootstrap_counts_stay_out_of_the_mlflow_metrics():
                                                                "test.mRR_at_1.ci_high": 0.35}
 
 
-def test_a_kernel_that_dies_without_finishing_leaves_its_run_killed_not_running(workspace):
+@pytest.mark.parametrize("warm", [False, True], ids=["fresh companion", "forked companion"])
+def test_a_kernel_that_dies_without_finishing_leaves_its_run_killed_not_running(workspace, warm):
     """The companion holds the run: a kernel gone without `finish()` or `fail()` (SIGKILL, `os._exit`) closes its
-    pipe, and the run ends KILLED, saying so, with what was logged before."""
+    pipe, and the run ends KILLED, saying so, with what was logged before; also when the companion was forked from a
+    stage runner's warm process (runner/warm_kernel.py), whose client dies with the kernel."""
+    import os
     import subprocess
     import sys
+
+    from polarcatalog.runner import warm_kernel
+
+    env = dict(os.environ)
+    if warm:
+        if not warm_kernel.enabled():
+            pytest.skip("fork and Unix sockets: Linux")
+        env[warm_kernel.SOCKET_VAR] = str(warm_kernel.ensure(Path(workspace)))
 
     code = ("import os\nfrom polarcatalog.config import load_params\nfrom polarcatalog.runner.tracking import start_stage\n"
             "run = start_stage('probe.ipynb', load_params('params.yaml'))\nrun.log_metrics({'before': 1.0})\n"
             "print(run.run_id, flush=True)\nos._exit(3)")
-    done = subprocess.run([sys.executable, "-c", code], cwd=workspace, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], cwd=workspace, capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 3, done.stderr
     run_id = done.stdout.strip()
     client = MlflowClient()

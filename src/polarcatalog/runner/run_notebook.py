@@ -1,7 +1,7 @@
 """How every DVC stage executes its notebook: papermill, with what a stage run needs around it.
 
 `dvc.yaml` calls `polarcatalog run-notebook notebooks/01_curate.ipynb reports/notebooks/01_curate.ipynb`, not bare
-`papermill`, for five reasons:
+`papermill`, for six reasons:
 - The kernel imports `polarcatalog` from *this* checkout's `src/`. The editable install points at the main
   workspace, which is the wrong code for a `dvc exp run --temp` or queued experiment, whose copy lives under
   `.dvc/tmp/exps/` and may differ from the workspace by the time the queue runs.
@@ -12,6 +12,7 @@
 - The terminal gets one line per code cell (its number, first line and time); long cells also draw their own progress
   bars there (`polarcatalog.progress`), with count, rate and ETA.
 - The kernel's BLAS is pinned (`polarcatalog.numerics`), so a stage's numbers do not depend on the machine.
+- The kernel is forked from a warm process that has done the stages' imports (`runner.warm_kernel`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from polarcatalog.numerics import stage_env
+from polarcatalog.runner import warm_kernel
 from polarcatalog.runner.nbfile import import_nbformat
 
 
@@ -41,6 +43,9 @@ def run_notebook(notebook: Path, output: Path, parameters: dict[str, Any], root:
 
     root = (root or Path.cwd()).resolve()
     _kernel_env(root)
+    warm = warm_kernel.ensure(root)  # after the environment is final: it is part of the warm process's key
+    if warm:
+        os.environ[warm_kernel.SOCKET_VAR] = str(warm)  # the kernel's MLflow companion is forked there too
     output.parent.mkdir(parents=True, exist_ok=True)
     params = {"params_file": "params.yaml", "executed_notebook": str(output), **parameters}
     cells = [c for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code"]
@@ -73,5 +78,7 @@ def run_notebook(notebook: Path, output: Path, parameters: dict[str, Any], root:
         # (or the failure hook) has ended its MLflow run. A graceful shutdown would only run the interpreter's
         # teardown of torch, ONNX Runtime and MLflow: about 1.8 s of every stage (benchmarks/repro_time.py).
         shutdown_kernel="immediate",
+        # A kernel forked from a warm process holding the stages' imports (runner/warm_kernel.py), else a fresh one.
+        **({"kernel_manager_class": warm_kernel.kernel_manager_class(warm)} if warm else {}),
     )
     print(f"[{stage}] done in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, IO
 
 from polarcatalog import __version__
+from polarcatalog.runner import warm_kernel
 from polarcatalog.runner.commands import venv_command
 from polarcatalog.runner.pipelines import declaration, dvc_stage, stage_outputs
 from polarcatalog.config import Params, flatten
@@ -139,7 +140,8 @@ class Companion:
     """The kernel's end of the pipe to `runner.tracking_companion`."""
 
     def __init__(self, start: dict[str, Any]):
-        self.proc = subprocess.Popen([sys.executable, "-m", "polarcatalog.runner.tracking_companion"],
+        # forked from the stage runner's warm process, which has imported MLflow (runner/warm_kernel.py), if any
+        self.proc = subprocess.Popen(warm_kernel.command([sys.executable, "-m", "polarcatalog.runner.tracking_companion"]),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8")
         self._run_id: str | None = None
         self.send("start", **start)

@@ -1,0 +1,120 @@
+"""Stage kernels forked from a warm process (runner/warm_kernel.py): the same kernel as a fresh one, started with
+the stages' imports done, for this code and environment only, and gone when the stage is."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from polarcatalog.runner import warm_kernel
+from tests.conftest import ROOT
+
+
+def _probe(tmp_path: Path) -> Path:
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell('params_file = "x"\nexecuted_notebook = None')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(
+        "import os, sys\n"
+        "print('preloaded' if 'polarcatalog.stages.ablate' in sys.modules else 'fresh', os.getpid(), os.getcwd(),\n"
+        "      os.environ['OPENBLAS_CORETYPE'], os.environ.get('PC_PROBE'), sys.modules['__main__'].__name__)\n"
+        "import subprocess\nfrom polarcatalog.runner import warm_kernel\n"  # as the MLflow companion is started
+        "done = subprocess.run(warm_kernel.command([sys.executable, '-m', 'pc_probe_companion']), input='ping',\n"
+        "                      capture_output=True, text=True)\n"
+        "print(done.returncode, done.stdout.strip())")]
+    nbformat.write(nb, tmp_path / "probe.ipynb")
+    (tmp_path / "src").mkdir(exist_ok=True)
+    (tmp_path / "src/pc_probe_companion.py").write_text(
+        "import sys\nprint(sys.stdin.read(), 'mlflow' in sys.modules, __name__)\nsys.exit(3)\n")
+    return tmp_path / "probe.ipynb"
+
+
+def _run(tmp_path: Path, warm: str) -> list[str]:
+    cli = Path(sys.executable).parent / "polarcatalog"
+    out = f"out/{warm}.ipynb"
+    env = {**os.environ, "POLARCATALOG_WARM_KERNEL": warm, "PC_PROBE": f"probe-{warm}"}
+    proc = subprocess.run([str(cli), "run-notebook", "probe.ipynb", out], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return nbformat.read(tmp_path / out, as_version=4).cells[-1].outputs[0]["text"].split()  # both lines
+
+
+@pytest.mark.slow  # real kernels
+@pytest.mark.skipif(not warm_kernel.enabled(), reason="fork and Unix sockets: Linux")
+def test_a_forked_kernel_has_the_imports_and_the_stages_own_folder_environment_and_pins(tmp_path):
+    """The warm path's kernel starts with the stage modules imported, in the stage's folder with its environment
+    (a variable set per run, the numerics pins) like a fresh kernel, and so does a `python -m` it starts through
+    `warm_kernel.command` (the MLflow companion); the kernel is gone when the stage is. Off, both are fresh."""
+    _probe(tmp_path)
+    fresh = _run(tmp_path, "0")
+    assert fresh[0] == "fresh" and fresh[2:] == [str(tmp_path.resolve()), "Haswell", "probe-0", "__main__",
+                                                 "3", "ping", "False", "__main__"], fresh
+    warm = [_run(tmp_path, "1") for _ in range(2)]
+    for run in warm:  # the companion too: forked with MLflow imported, its streams and exit code passed through
+        assert run[0] == "preloaded" and run[2:] == [str(tmp_path.resolve()), "Haswell", "probe-1", "__main__",
+                                                     "3", "ping", "True", "__main__"], run
+    assert warm[0][1] != warm[1][1]  # one kernel per stage, never a kernel reused
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{run[1]}").exists() for run in warm) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(Path(f"/proc/{run[1]}").exists() for run in warm), "a stage's forked kernel outlived it"
+
+
+def test_the_key_follows_the_code_and_the_load_time_environment_not_the_stage(tmp_path, monkeypatch):
+    """A code edit or another library setting gets its own warm process; the stage's own variables (DVC_STAGE, the
+    kernel's JPY_ ones) do not split it."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src/mod.py").write_text("x = 1\n")
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    base = warm_kernel.key(tmp_path)
+    monkeypatch.setenv("DVC_STAGE", "ablate@lam")
+    monkeypatch.setenv("JPY_PARENT_PID", "1234")
+    assert warm_kernel.key(tmp_path) == base
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # read by libraries as they load
+    assert warm_kernel.key(tmp_path) != base
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    (tmp_path / "src/mod.py").write_text("x = 2\n")
+    assert warm_kernel.key(tmp_path) != base
+
+
+def test_no_warm_process_means_the_usual_command_not_a_hang(tmp_path):
+    """A kernel or companion command falls back to the usual one when nothing serves the socket; and with no warm
+    process named, a companion command is the usual one."""
+    sock = tmp_path / "none.sock"
+    for fresh in ([sys.executable, "-c", "print('fresh kernel')", "ipykernel_launcher", "-f", "x.json"],
+                  [sys.executable, "-m", "json.tool", "--help"]):
+        start = time.monotonic()
+        out = subprocess.run([sys.executable, "-m", "polarcatalog.runner.warm_kernel", "client", str(sock), "--", *fresh],
+                             capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert out.returncode == 0 and time.monotonic() - start < 20, out.stderr
+        assert out.stdout == "fresh kernel\n" if "-c" in fresh else out.stdout.startswith("usage:"), out.stdout
+    os.environ.pop(warm_kernel.SOCKET_VAR, None)
+    assert warm_kernel.command([sys.executable, "-m", "m"]) == [sys.executable, "-m", "m"]
+
+
+@pytest.mark.skipif(not warm_kernel.enabled(), reason="Unix sockets: Linux")
+def test_the_socket_is_private_to_its_user(tmp_path, monkeypatch):
+    """Whoever connects gets a kernel running as this user: the socket's folder is 0700 and the socket 0600, and a
+    folder another user could write into turns warm kernels off rather than be used."""
+    monkeypatch.setattr(warm_kernel.tempfile, "gettempdir", lambda: str(tmp_path))
+    path = warm_kernel.socket_path("k")
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    proc = subprocess.Popen([sys.executable, "-m", "polarcatalog.runner.warm_kernel", "serve", str(path)])
+    try:
+        deadline = time.monotonic() + 30
+        while not path.exists() and time.monotonic() < deadline:  # bound before its imports
+            time.sleep(0.05)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    finally:
+        proc.kill()
+        proc.wait()
+    os.chmod(path.parent, 0o777)
+    with pytest.raises(OSError, match="not a private folder"):
+        warm_kernel.socket_path("k")
