@@ -118,3 +118,15 @@ def test_the_socket_is_private_to_its_user(tmp_path, monkeypatch):
     os.chmod(path.parent, 0o777)
     with pytest.raises(OSError, match="not a private folder"):
         warm_kernel.socket_path("k")
+
+
+def test_the_preload_starts_no_thread_and_imports_no_torch():
+    """What a fork may copy: modules, not threads (a child would hold a lock a vanished thread took) nor torch's
+    thread pools or a CUDA context (a GPU profile's stage initialises CUDA in its own kernel)."""
+    code = ("import importlib, os, sys, threading\nfrom polarcatalog.runner import warm_kernel\n"
+            "from polarcatalog.runner.nbfile import import_nbformat\nimport_nbformat()\n"
+            "for name in warm_kernel.PRELOAD:\n    importlib.import_module(name)\n"
+            "print(threading.active_count(), 'torch' in sys.modules, 'onnxruntime' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "False", "False"], out.stdout

@@ -10,12 +10,14 @@ How it runs, for one `dvc repro` or `dvc exp run`:
 - `polarcatalog run-notebook` calls `ensure` before papermill: it starts a warm process for this checkout, code and
   environment (`key`) unless one is listening, detached from the stage (its own session, no inherited terminal), so
   DVC does not wait for it. It exits after `IDLE_S` seconds without a request.
-- papermill's kernel command becomes `python -m polarcatalog.runner.warm_kernel kernel SOCKET -- <the usual
+- papermill's kernel command becomes `python -m polarcatalog.runner.warm_kernel client SOCKET -- <the usual
   ipykernel command>`: a small process that hands its standard streams and the kernel's arguments to the warm process
   over a Unix socket, which forks; the child becomes the ipykernel, with the same connection file and environment a
   fresh kernel would have. The small process stands in for the kernel towards Jupyter's client: it forwards
   interrupts, and when it is killed (papermill's immediate shutdown) the socket closes and the kernel exits.
-- Anything off the path falls back to a fresh kernel: no warm process within `CONNECT_S`, an environment without
+- The kernel's MLflow companion (`runner.tracking_companion`) is forked the same way (`command`), with MLflow and
+  nbconvert imported; it ends as a fresh one does, when the kernel's end of its input closes.
+- Anything off the path falls back to a fresh process: no warm process within `CONNECT_S`, an environment without
   fork or Unix sockets, or `POLARCATALOG_WARM_KERNEL=0`.
 
 What keeps a forked kernel the same as a fresh one: the key covers the interpreter, the checkout's src/ (every
@@ -52,7 +54,9 @@ from polarcatalog.runner.nbfile import import_nbformat
 IDLE_S = 60.0  # a warm process exits after this long without a request: a DVC run's stages follow each other within seconds
 CONNECT_S = 60.0  # how long a kernel waits for a starting warm process (its imports) before starting fresh instead
 SOCKET_VAR = "POLARCATALOG_WARM_SOCKET"  # set for a stage's kernel: where its MLflow companion is forked from
-VOLATILE = ("DVC_", "JPY_", SOCKET_VAR, "PWD", "OLDPWD", "_", "SHLVL", "TERM", "COLUMNS", "LINES")  # per stage or per shell: not in the key
+# set per stage or per shell, and read by no library as it loads: not in the key
+VOLATILE = ("DVC_", "JPY_", SOCKET_VAR, "PWD", "OLDPWD", "_", "SHLVL", "TERM", "COLUMNS", "LINES")
+STALE_S = 7 * 86400  # the files of a warm process unused this long (another code version's) are removed
 # What a stage's setup cell imports (notebooks/*.ipynb), with what ipykernel needs. The stage modules come first, as
 # in a setup cell: those that draw select matplotlib's Agg backend at import, before anything imports pyplot. Every
 # stage module but the bird reference's, which imports torch (a forked child may not share a parent's torch state).
@@ -89,7 +93,7 @@ def key(root: Path) -> str:
             h.update(str(path).encode() + b"\0" + path.read_bytes() + b"\0")
     for site in sorted({p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)}):
         h.update("\0".join(sorted(os.listdir(site))).encode())  # dist-info names carry the versions
-    env = sorted((k, v) for k, v in os.environ.items() if not k.startswith(VOLATILE) or k.startswith("DVC_NO"))
+    env = sorted((k, v) for k, v in os.environ.items() if not k.startswith(VOLATILE))
     h.update(json.dumps(env).encode())
     return h.hexdigest()[:24]
 
@@ -147,6 +151,7 @@ def serve(path: Path) -> None:
         return  # another warm process for this key is starting or serving
     if path.exists():
         path.unlink()  # a dead process's socket: the lock says nobody serves it
+    _prune(path.parent)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # one request, one message
     server.bind(str(path))
     try:
@@ -183,6 +188,21 @@ def serve(path: Path) -> None:
     finally:
         with contextlib.suppress(OSError):
             path.unlink()
+            if not path.with_suffix(".log").stat().st_size:
+                path.with_suffix(".log").unlink()
+
+
+def _prune(folder: Path) -> None:
+    """Remove the lock, socket and log of warm processes long gone (each code version has its own key)."""
+    now = time.time()
+    for lock_path in folder.glob("*.lock"):
+        with contextlib.suppress(OSError):
+            if now - lock_path.stat().st_mtime < STALE_S:
+                continue
+            with open(lock_path) as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while a process holds it
+                for suffix in (".sock", ".log", ".lock"):
+                    lock_path.with_suffix(suffix).unlink(missing_ok=True)
 
 
 def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
@@ -248,7 +268,10 @@ def client(path: Path, fresh: list[str]) -> None:
     if child is None:
         os.execv(fresh[0], fresh)
     conn, pid = child
-    forward = lambda signum, _frame: os.kill(pid, signum)  # noqa: E731  Jupyter interrupts a kernel by SIGINT
+    def forward(signum: int, _frame: object) -> None:  # Jupyter interrupts a kernel by SIGINT
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, lambda signum, frame: (forward(signum, frame), os._exit(1)))
     _die_with_parent()
