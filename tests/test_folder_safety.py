@@ -201,8 +201,11 @@ def test_a_zero_width_interval_is_said_to_be_no_certainty():
     pred = pd.DataFrame(columns=["query_id", "gold_name", "gold_rank", "predicted_names", "states"])
     for metrics, said, unsaid in (
         ({"mRR@1": ci(1, 1), "R@10": ci(1, 1)}, "every resample scores the same mRR@1, R@10: a zero-width interval "
-                                                "over 8 species is no sign of certainty", "a wide interval"),
-        ({"mRR@1": ci(0.5, 1), "R@10": ci(0.75, 1)}, "(few species: a wide interval)", "no sign of certainty"),
+                                                "over 8 species is no sign of certainty", "few distinct resamples"),
+        ({"mRR@1": ci(0.5, 1), "R@10": ci(0.75, 1)}, "(over 8 species the bootstrap has few distinct resamples",
+         "no sign of certainty"),
+        ({"mRR@1": ci(0.98, 1), "R@10": ci(0.99, 1)}, "the interval's own width is uncertain, narrow or wide",
+         "a wide interval"),  # a narrow interval over few species was called wide
     ):
         text = folder_eval.EvaluateResult(pred, {"labelled": labelled, "labelled_ci": {
             "species": 8, "level": 0.95, "metrics": metrics}}, []).render()

@@ -152,7 +152,8 @@ class EvaluateResult:
                 same = [name for name, r in ci["metrics"].items() if r["ci_low"] == r["ci_high"]]
                 caveat = (f"  (every resample scores the same {', '.join(same)}: a zero-width interval over "
                           f"{ci['species']} species is no sign of certainty)" if same
-                          else "  (few species: a wide interval)" if ci["species"] < 10 else "")
+                          else f"  (over {ci['species']} species the bootstrap has few distinct resamples: the "
+                          "interval's own width is uncertain, narrow or wide)" if ci["species"] < 10 else "")
                 lines.append(f"{100 * ci['level']:g} % CI, bootstrap over this folder's {ci['species']} species (a species' "
                              "images move together): " + "  ".join(f"{name} [{_pc(r['ci_low'])}, {_pc(r['ci_high'])}]"
                                                                     for name, r in ci["metrics"].items()) + caveat)
