@@ -298,6 +298,7 @@ def test_a_kernel_that_dies_without_finishing_leaves_its_run_killed_not_running(
     import os
     import subprocess
     import sys
+    import time
 
     from polarcatalog.runner import warm_kernel
 
@@ -305,7 +306,12 @@ def test_a_kernel_that_dies_without_finishing_leaves_its_run_killed_not_running(
     if warm:
         if not warm_kernel.enabled():
             pytest.skip("fork and Unix sockets: Linux")
-        env[warm_kernel.SOCKET_VAR] = str(warm_kernel.ensure(Path(workspace)))
+        path = warm_kernel.ensure(Path(workspace))
+        deadline = time.monotonic() + 120
+        while not warm_kernel.listening(path) and time.monotonic() < deadline:  # its imports done: a forked companion
+            time.sleep(0.2)
+        assert warm_kernel.listening(path)
+        env[warm_kernel.SOCKET_VAR] = str(path)
 
     code = ("import os\nfrom polarcatalog.config import load_params\nfrom polarcatalog.runner.tracking import start_stage\n"
             "run = start_stage('probe.ipynb', load_params('params.yaml'))\nrun.log_metrics({'before': 1.0})\n"
@@ -318,8 +324,6 @@ def test_a_kernel_that_dies_without_finishing_leaves_its_run_killed_not_running(
         run = client.get_run(run_id)
         if run.info.status != "RUNNING":
             break
-        import time
-
         time.sleep(0.1)
     assert run.info.status == "KILLED" and "ended without finishing its run" in run.data.tags["ended_by"]
     assert run.data.metrics == {"before": 1.0}

@@ -56,7 +56,12 @@ def test_a_forked_kernel_has_the_imports_and_the_stages_own_folder_environment_a
     fresh = _run(tmp_path, "0")
     assert fresh[0] == "fresh" and fresh[2:] == [str(tmp_path.resolve()), "Haswell", "probe-0", "__main__",
                                                  "3", "ping", "False", "__main__"], fresh
-    warm = [_run(tmp_path, "1") for _ in range(2)]
+    first = _run(tmp_path, "1")  # starts the warm process; fresh while its imports run, forked once they are done
+    deadline = time.monotonic() + 120
+    while first[0] != "preloaded" and time.monotonic() < deadline:
+        time.sleep(1)
+        first = _run(tmp_path, "1")
+    warm = [first, _run(tmp_path, "1")]
     for run in warm:  # the companion too: forked with MLflow imported, its streams and exit code passed through
         assert run[0] == "preloaded" and run[2:] == [str(tmp_path.resolve()), "Haswell", "probe-1", "__main__",
                                                      "3", "ping", "True", "__main__"], run
@@ -108,8 +113,8 @@ def test_the_socket_is_private_to_its_user(tmp_path, monkeypatch):
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     proc = subprocess.Popen([sys.executable, "-m", "polarcatalog.runner.warm_kernel", "serve", str(path)])
     try:
-        deadline = time.monotonic() + 30
-        while not path.exists() and time.monotonic() < deadline:  # bound before its imports
+        deadline = time.monotonic() + 120
+        while not path.exists() and time.monotonic() < deadline:  # bound once its imports are done
             time.sleep(0.05)
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
     finally:

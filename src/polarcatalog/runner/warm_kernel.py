@@ -17,8 +17,8 @@ How it runs, for one `dvc repro` or `dvc exp run`:
   interrupts, and when it is killed (papermill's immediate shutdown) the socket closes and the kernel exits.
 - The kernel's MLflow companion (`runner.tracking_companion`) is forked the same way (`command`), with MLflow and
   nbconvert imported; it ends as a fresh one does, when the kernel's end of its input closes.
-- Anything off the path falls back to a fresh process: no warm process within `CONNECT_S`, an environment without
-  fork or Unix sockets, or `POLARCATALOG_WARM_KERNEL=0`.
+- Anything off the path falls back to a fresh process, without waiting: no warm process, or one still importing
+  (the first stage of a run), an environment without fork or Unix sockets, or `POLARCATALOG_WARM_KERNEL=0`.
 
 What keeps a forked kernel the same as a fresh one: the key covers the interpreter, the checkout's src/ (every
 file's bytes), the installed packages and the environment the libraries read at load (the numerics pins among it), so
@@ -52,7 +52,7 @@ from pathlib import Path
 from polarcatalog.runner.nbfile import import_nbformat
 
 IDLE_S = 60.0  # a warm process exits after this long without a request: a DVC run's stages follow each other within seconds
-CONNECT_S = 60.0  # how long a kernel waits for a starting warm process (its imports) before starting fresh instead
+REPLY_S = 30.0  # how long a client waits for the warm process to fork, once connected
 SOCKET_VAR = "POLARCATALOG_WARM_SOCKET"  # set for a stage's kernel: where its MLflow companion is forked from
 # set per stage or per shell, and read by no library as it loads: not in the key
 VOLATILE = ("DVC_", "JPY_", SOCKET_VAR, "PWD", "OLDPWD", "_", "SHLVL", "TERM", "COLUMNS", "LINES")
@@ -108,7 +108,8 @@ def socket_path(key_: str) -> Path:
     return folder / f"{key_}.sock"
 
 
-def _listening(path: Path) -> bool:
+def listening(path: Path) -> bool:
+    """Whether a warm process answers on `path` (it listens once its imports are done)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
         try:
             s.connect(str(path))
@@ -119,15 +120,15 @@ def _listening(path: Path) -> bool:
 
 
 def ensure(root: Path) -> Path | None:
-    """The socket of this checkout's warm process, starting one if none listens; None when warm kernels are off.
-    Returns at once: the kernel that connects first waits for the imports."""
+    """The socket of this checkout's warm process, starting one if none serves; None when warm kernels are off.
+    Returns at once: until the warm process has done its imports, kernels start fresh."""
     if not enabled():
         return None
     try:
         path = socket_path(key(root))
     except OSError:
         return None
-    if path.exists() and _listening(path):
+    if (path.exists() and listening(path)) or _serving(path):  # serving, or still importing
         return path
     log = path.with_suffix(".log")
     with open(log, "ab") as err:
@@ -143,24 +144,27 @@ def _peer_uid(conn: socket.socket) -> int:
 
 
 def serve(path: Path) -> None:
-    """Bind first (a kernel that connects meanwhile waits in the backlog), then import, then fork per request."""
+    """Import, then listen, then fork per request: until the imports are done nothing answers, and a stage starts a
+    fresh kernel rather than wait (the first stage of a run overlaps its own start with these imports)."""
     lock = open(path.with_suffix(".lock"), "w")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return  # another warm process for this key is starting or serving
-    if path.exists():
-        path.unlink()  # a dead process's socket: the lock says nobody serves it
     _prune(path.parent)
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")  # what ipykernel sets
+    import_nbformat()  # first, as every process that reads notebooks does (runner/nbfile.py)
+    for name in PRELOAD:
+        importlib.import_module(name)
+    path.unlink(missing_ok=True)  # a dead process's socket: the lock says nobody serves it
     server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # one request, one message
-    server.bind(str(path))
+    umask = os.umask(0o177)
     try:
-        os.chmod(path, 0o600)
+        server.bind(str(path))  # 0600, in a 0700 folder
+    finally:
+        os.umask(umask)
+    try:
         server.listen(16)
-        os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")  # what ipykernel sets
-        import_nbformat()  # first, as every process that reads notebooks does (runner/nbfile.py)
-        for name in PRELOAD:
-            importlib.import_module(name)
         signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the system reaps the children: no zombies
         server.settimeout(IDLE_S)
         while True:
@@ -304,22 +308,13 @@ def _serving(path: Path) -> bool:
 
 
 def _connect(path: Path, request: dict) -> tuple[socket.socket, int] | None:
-    start = time.monotonic()
-    while True:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            s.connect(str(path))
-            break
-        except OSError:
-            s.close()
-            waited = time.monotonic() - start
-            if waited > CONNECT_S or (waited > 3 and not _serving(path)):  # 3 s: a warm process's Python start
-                return None
-            time.sleep(0.05)
+    """The connection and the child's pid, or None when nothing answers (no warm process, or one still importing)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
+        s.connect(str(path))
         request = {**request, "cwd": os.getcwd(), "env": dict(os.environ)}
         socket.send_fds(s, [json.dumps(request).encode()], [0, 1, 2])
-        s.settimeout(CONNECT_S)  # the warm process may still be importing
+        s.settimeout(REPLY_S)
         reply = s.recv(8)
         s.settimeout(None)
     except OSError:
