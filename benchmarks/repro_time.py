@@ -176,7 +176,7 @@ def main() -> None:
     outside = sum(r["seconds"] for r in exp_rows if r["stage"] in ("dvc start-up", "check"))
     both = pd.DataFrame(fresh_rows)[["stage", "seconds"]].rename(columns={"seconds": "fresh kernels (s)"}).merge(
         pd.DataFrame(exp_rows)[["stage", "seconds", "peak memory (MiB)"]].rename(
-            columns={"seconds": "forked kernels (s)"}), on="stage", how="outer", sort=False)
+            columns={"seconds": "forked kernels (s)"}), on="stage", how="left")  # in the order DVC ran them
     (out / "repro_time.md").write_text(
         "# Cold `dvc repro` after install, by stage\n\n"
         f"A fresh clone of commit {meta['commit']} with the installed venv linked, empty feature, DVC and MLflow stores: "
