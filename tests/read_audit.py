@@ -2,7 +2,8 @@
 
 DVC reruns a stage only when something it declares changes, so a read that is not declared is a stale result
 waiting to happen. A test helper, outside the library: `kernel_env(folder)` is the environment under which every
-stage kernel of a `dvc repro` loads `tests/audit_site/sitecustomize.py`, which calls `install()`. From the end of
+stage kernel of a `dvc repro` (or the warm process the kernels are forked from, whose install they inherit) loads
+`tests/audit_site/sitecustomize.py`, which calls `install()`. From the end of
 `tracking.start_stage` on, the kernel records what it reads, and `StageRun.finish()` writes
 `<folder>/<stage>.json` = `{"stage", "files", "params"}`:
 
