@@ -48,6 +48,7 @@ from polarcatalog.memory.verifiers import load_scores
 from polarcatalog.retrieval.query_side import QuerySide, Retriever, species_scores
 from polarcatalog.retrieval.vrrag import query_encoders
 from polarcatalog.runner.pipelines import PIPELINES, stage_names, stage_outputs
+from polarcatalog.runner.tracking import git_output
 
 
 STATE_MARK = {-1: " [conflict]", 0: "", 1: " [has]"}
@@ -69,8 +70,7 @@ class Constraint:
                          f"{q['should be excluded']} catalog species it should (recall), {_pct(q['exclusion precision'])} "
                          f"of the {q['excluded']} it excludes should be (precision), and it keeps {_pct(q['kept'])} of "
                          f"the {q['should be kept']} it should keep")
-            weak = any(q[k] < QUALITY_BAR for k in ("exclusion recall", "exclusion precision", "kept"))  # nan: none
-            if weak and self.strength == "hard":
+            if weak(q) and self.strength == "hard":
                 lines.append(f"  WARNING: the hard constraint rests on {q['concept']!r}, below the {_pct(QUALITY_BAR)} bar: "
                              "species are kept or dropped on a weak edge; try --strength soft:0.01 (the configured "
                              "strength's dev choice) and read the result with care")
@@ -294,17 +294,10 @@ def configuration(params: Params, params_file: Path, overrides: dict[str, Any], 
 def code_state(root: Path) -> str:
     """The commit whose code scored the folder, and whether the package's code departs from it: two runs of one
     configuration on different code are not the same experiment."""
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=20)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
+    commit = git_output(root, "rev-parse", "HEAD")
     if not commit:
         return "unknown (not a git checkout)"
-    changed = git("status", "--porcelain", "--untracked-files=no", "--", "src", "pyproject.toml")
+    changed = git_output(root, "status", "--porcelain", "--untracked-files=no", "--", "src", "pyproject.toml")
     return commit + (" + uncommitted changes to src/" if changed else "")
 
 
@@ -327,6 +320,12 @@ def configuration_text(config: dict[str, dict[str, Any]]) -> str:
 
 
 QUALITY_BAR = 0.8  # a constraint concept whose exclusion recall, precision or kept share is below this is flagged under hard
+
+
+def weak(quality: dict[str, Any]) -> bool:
+    """A `concept_quality` record below the bar on any of its three shares (a nan share, no species to measure it
+    on, is not below it)."""
+    return any(quality[k] < QUALITY_BAR for k in ("exclusion recall", "exclusion precision", "kept"))
 
 
 def _pct(x: float | None, decimals: int = 0, unit: str = " %") -> str:
@@ -389,16 +388,16 @@ def concept_table(params: Params, root: Path) -> pd.DataFrame:
     inputs = graph_inputs(ws, domain_for(params))
     memory = configured_memory(ws, params, root, inputs)
     every = list(range(len(inputs.vocab)))
-    has = pd.DataFrame(concept_quality(inputs, memory, every, "has"))
-    not_ = pd.DataFrame(concept_quality(inputs, memory, every, "not"))
-    weak = lambda q: q[["exclusion recall", "exclusion precision", "kept"]].lt(QUALITY_BAR).any(axis=1)  # noqa: E731
+    has_records = concept_quality(inputs, memory, every, "has")
+    not_records = concept_quality(inputs, memory, every, "not")
+    has, not_ = pd.DataFrame(has_records), pd.DataFrame(not_records)
     return pd.DataFrame({
         "id": [c.id for c in inputs.vocab], "name": [c.name for c in inputs.vocab],
         "species with it": not_["should be excluded"],
         "+id keeps": has["kept"], "+id excludes": has["exclusion recall"],
         "-id keeps": not_["kept"], "-id excludes": not_["exclusion recall"],
         "weak under hard": [" ".join(sign for sign, w in (("+", a), ("-", b)) if w)
-                            for a, b in zip(weak(has), weak(not_))]})
+                            for a, b in zip(map(weak, has_records), map(weak, not_records))]})
 
 
 def _memory_for(ws: Workspace, params: Params, root: Path, where: str) -> _Memory:

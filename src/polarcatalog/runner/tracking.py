@@ -109,7 +109,8 @@ def run_context() -> dict[str, str]:
     return tags
 
 
-def _git(root: Path, *args: str) -> str | None:
+def git_output(root: Path, *args: str) -> str | None:
+    """`git <args>`'s output in `root`, or None outside git (or when git fails): provenance never stops a run."""
     try:
         out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
@@ -121,11 +122,11 @@ EXPERIMENT_KIND = "mlflow.experimentKind"
 
 
 def provenance_tags(root: Path, stage: str, notebook: str) -> dict[str, str]:
-    commit = _git(root, "rev-parse", "HEAD")
+    commit = git_output(root, "rev-parse", "HEAD")
     # Neither makes the checkout dirty: dvc.lock, rewritten by `dvc repro` itself between stages, and the stage's own
     # outputs, which DVC deletes before running it (git-tracked reports with `cache: false`).
     excluded = [f":(exclude){path}" for path in ["dvc.lock", *stage_outputs(root, stage)]]
-    status = _git(root, "status", "--porcelain", "--untracked-files=no", "--", ".", *excluded)
+    status = git_output(root, "status", "--porcelain", "--untracked-files=no", "--", ".", *excluded)
     return {
         "git_commit": commit or "unknown",
         "git_dirty": "unknown" if status is None else str(bool(status)).lower(),
