@@ -502,6 +502,24 @@ def test_second_repro_does_nothing_and_forced_rerun_is_identical(repo):
     assert {s: r.data.tags["git_dirty"] for s, r in latest.items()} == dict.fromkeys(forced, "false")
 
 
+def test_a_code_edit_reruns_check_and_then_only_the_stage_that_runs_it(repo):
+    """A stage depends on its code manifest, which `check` writes (runner/code_deps.py): an edit of the graph stage's
+    module changes `check`'s deps, and once `check` has rerun, the graph stage's manifest alone."""
+    root, env = repo
+    status = lambda: json.loads(run_ok(["dvc", "status", "dvc.yaml", "--json"], root, env).stdout)  # noqa: E731
+    module = root / "src/polarcatalog/stages/graph.py"
+    original = module.read_bytes()
+    module.write_bytes(original + b"# an edit\n")
+    try:
+        assert list(status()) == ["check"]
+        run_ok(["dvc", "repro", "-s", "check"], root, env)
+        assert status() == {"graph": [{"changed deps": {"data/interim/code/03_graph.txt": "modified"}}]}
+    finally:
+        module.write_bytes(original)
+        run_ok(["dvc", "repro", "-s", "check"], root, env)
+    assert status() == {}
+
+
 def test_a_single_stage_run_with_a_bad_value_fails_before_touching_the_committed_results(repo):
     """`dvc repro -s graph` skips the `check` stage: the stage's own command validates params.yaml (newer than check's
     stamp) and stops, naming the key, while its git-tracked results stay in place (`persist: true`)."""

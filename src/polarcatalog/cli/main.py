@@ -12,6 +12,7 @@ from typing import Optional
 import typer
 
 from polarcatalog import __version__
+from polarcatalog.runner import code_deps
 from polarcatalog.runner import experiments as experiments_table
 from polarcatalog.runner import queue_recovery
 from polarcatalog.runner import profiles
@@ -51,6 +52,9 @@ def check_params(
     profile: Optional[str] = typer.Option(None, help=f"validate params.yaml with a profile's overlay: {', '.join(profiles.PROFILES)}"),
     device: bool = typer.Option(True, "--device/--no-device", help="also check that this machine can run them (a "
                                 "requested CUDA device is visible); --no-device checks a GPU profile's params on a laptop"),
+    code_manifests: Optional[Path] = typer.Option(None, help="with --stamp: also write each notebook's code manifest "
+                                                  "(its import closure within src/, hashed) into this folder: the "
+                                                  "stages' code deps (runner/code_deps.py)"),
 ) -> None:
     """Validate a params file; print the resolved params as JSON, or each bad key and exit 2."""
     overlay = _overlay_of(params, repo_root(params.resolve().parent))
@@ -79,6 +83,12 @@ def check_params(
     except OSError as err:
         typer.echo(f"error: --stamp {stamp}: {err.strerror or err}", err=True)
         raise typer.Exit(2) from None
+    if code_manifests is not None:
+        try:
+            code_deps.write_manifests(repo_root(params.resolve().parent), code_manifests)
+        except OSError as err:
+            typer.echo(f"error: --code-manifests {code_manifests}: {err.strerror or err}", err=True)
+            raise typer.Exit(2) from None
 
 
 @app.command()

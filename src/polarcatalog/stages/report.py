@@ -30,8 +30,8 @@ from polarcatalog.stages import memory_quality
 
 
 def code_commit(root: Path, code: list[str]) -> str:
-    """The last commit that changed `code`, the report stage's own code deps (dvc.yaml): exactly what reruns this
-    stage, so a fresh clone of the same code rewrites the same report. Commit code before `make repro`: a run on
+    """The last commit that changed `code`, the report stage's own code (its notebook and the files its code manifest
+    lists, `code_deps.stage_code`): exactly what reruns this stage, so a fresh clone of the same code rewrites the same report. Commit code before `make repro`: a run on
     uncommitted code is reported as such (and its report will not match a fresh clone's)."""
     git = lambda *args: subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()  # noqa: E731
     commit = git("log", "-1", "--format=%H", "--", *code)
