@@ -31,13 +31,18 @@ def test_completion_adds_the_query_concepts_to_the_partition_input():
     assert not plain.edges(cand, pad_concepts([[3]]))[0].any() and not plain.edges(cand, pad_concepts([[3]]))[1].any()
 
 
-def test_completed_memory_equals_a_line_by_line_reference():
+@pytest.mark.parametrize("Q, shared", [(6, False), (40, True)])
+def test_completed_memory_equals_a_line_by_line_reference(Q, shared):
+    """`shared`: queries ask one of three concept sets (in any order), so many (node, concept set) rows repeat and
+    are partitioned once, over several blocks."""
     rng = np.random.default_rng(1)
-    V, C, S, Q, L = 14, 9, 10, 6, 5
+    V, C, S, L = 14, 9, 10, 5
     scores, proposed = rng.random((V, C)), rng.random((V, C)) < 0.4
     node_species = np.r_[np.arange(S), rng.integers(0, S, V - S)]  # some species own two nodes
     cand = rng.integers(-1, S, (Q, L))
-    concepts = [list(rng.choice(C, rng.integers(1, 4), replace=False)) for _ in range(Q)]
+    concepts = [list(rng.choice(C, rng.integers(1, 4), replace=False)) for _ in range(3 if shared else Q)]
+    if shared:
+        concepts = [list(rng.permutation(concepts[i])) for i in rng.integers(0, 3, Q)]
     has, not_has = CompletedMemory(scores, proposed, node_species, S, 0.5, block=4).edges(cand, pad_concepts(concepts))
     for q in range(Q):
         for l in range(L):
@@ -125,3 +130,27 @@ def test_edge_quality_of_the_evaluated_pairs_and_catalog_neighbours():
     x = np.array([[1, 0], [0.9, 0.1], [0, 1], [0.1, 0.9]])
     nb = catalog_neighbours(x, np.arange(4), 4, n=2)
     assert nb[:, 0].tolist() == [1, 0, 3, 2]  # each species' nearest other species by artwork features
+
+
+@pytest.mark.parametrize("size", [10, 1000, 10**8])  # the table, and a sort where the table would be too large
+def test_unique_keys_match_numpys(size):
+    from polarcatalog.memory.memories import _unique
+
+    keys = np.random.default_rng(0).integers(0, size, 5000)
+    unique, inverse = _unique(keys, size)
+    want_unique, want_inverse = np.unique(keys, return_inverse=True)
+    assert (unique == want_unique).all() and (inverse == want_inverse).all() and (unique[inverse] == keys).all()
+
+
+@pytest.mark.parametrize("n_concepts, m, padding", [(9, 3, 0.2), (34, 13, 0.8), (300, 12, 0.2), (300, 12, 1.0)])
+def test_unique_concept_rows_match_numpys(n_concepts, m, padding):
+    """Rows read as integers (with padding columns left out where they are padding in every row) and rows too wide
+    for one integer (a lexsort); all padding."""
+    from polarcatalog.memory.memories import _unique_rows
+
+    rng = np.random.default_rng(1)
+    rows = np.sort(np.where(rng.random((4000, m)) < padding, -1, rng.integers(0, n_concepts, (4000, m))), 1)
+    rows[1::2] = rows[::2]  # repeats
+    unique, inverse = _unique_rows(rows, n_concepts)
+    want_unique, want_inverse = np.unique(rows, axis=0, return_inverse=True)
+    assert (unique == want_unique).all() and (inverse == want_inverse.ravel()).all()

@@ -104,6 +104,36 @@ def oracle_memory(truth: np.ndarray) -> IncidenceMemory:
     return IncidenceMemory(truth.astype(bool), ~truth.astype(bool))
 
 
+def _unique(keys: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(keys, return_inverse=True)` for integer keys in [0, size): a table instead of a sort where the table
+    is not much larger than the keys."""
+    if size > 4 * len(keys) + (1 << 20):
+        unique, inverse = np.unique(keys, return_inverse=True)
+        return unique, inverse.ravel()
+    seen = np.zeros(size, bool)
+    seen[keys] = True
+    return np.flatnonzero(seen), (np.cumsum(seen) - 1)[keys]
+
+
+def _unique_rows(rows: np.ndarray, n_concepts: int) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(rows, axis=0, return_inverse=True)` for sorted rows of concept indices in [-1, n_concepts), without
+    its sort of whole rows (about 20x slower than sorting integers): each row read as one integer (base
+    n_concepts + 1, its padding columns left out) where that fits in 62 bits, else a lexsort of the columns."""
+    used = rows[:, (rows >= 0).any(0)] if len(rows) else rows  # sorted: padding (-1) first, so these are the last ones
+    if used.shape[1] * np.log2(n_concepts + 1) < 62:
+        code = np.zeros(len(rows), np.int64)
+        for j in range(used.shape[1]):
+            code = code * (n_concepts + 1) + (used[:, j] + 1)
+        _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+        return rows[first], inverse.ravel()
+    order = np.lexsort(rows.T[::-1])
+    ordered = rows[order]
+    new = np.r_[True, (ordered[1:] != ordered[:-1]).any(1)]
+    inverse = np.empty(len(rows), np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return ordered[new], inverse
+
+
 @dataclass
 class CompletedMemory:
     """Per query: each candidate's visual nodes re-partitioned over their proposal set ∪ the query's concepts."""
@@ -113,7 +143,7 @@ class CompletedMemory:
     node_species: np.ndarray  # [V] species index of each node
     n_species: int
     kappa: float
-    block: int = 50_000  # (query, candidate, node) rows partitioned per batch
+    block: int = 50_000  # distinct (node, proposal set) rows partitioned per batch
 
     def edges(self, cand: np.ndarray, concepts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         Q, L = cand.shape
@@ -124,20 +154,34 @@ class CompletedMemory:
         pair = np.repeat(np.arange(Q * L), count)  # one row per (query, candidate, node of that candidate)
         first = np.repeat(starts[np.maximum(cand.ravel(), 0)], count)
         node = order[first + (np.arange(len(pair)) - np.repeat(np.cumsum(count) - count, count))]
-        q_of = pair // L
-        has, not_has = np.zeros(Q * L * m, bool), np.zeros(Q * L * m, bool)
-        for lo in range(0, len(pair), self.block):
+        # A row's partition depends only on its node and on which of the query's concepts that node lacks (those join
+        # its proposal set): rows alike in both (a species in many candidate lists, queries asking the same concepts or
+        # concepts the node already has) are partitioned once. Each row's partition is computed on its own
+        # (`partition_rows`), so this changes no bit of any state.
+        C = self.scores.shape[1]
+        sets, set_of = _unique_rows(np.sort(concepts, 1), C)
+        V = len(self.node_species)
+        by_set, row_of = _unique(node.astype(np.int64) * len(sets) + set_of[pair // L], V * len(sets))
+        v, qc = by_set // len(sets), sets[by_set % len(sets)]
+        lacking = np.where((qc >= 0) & ~self.proposed[v[:, None], np.maximum(qc, 0)], qc, -1)
+        extras, extra_of = _unique_rows(np.sort(lacking, 1), C)
+        unique, part_of = _unique(v * len(extras) + extra_of, V * len(extras))
+        states = np.empty((len(unique), self.scores.shape[1]), np.int8)
+        for lo in range(0, len(unique), self.block):
             sl = slice(lo, lo + self.block)
-            v, qc = node[sl], concepts[q_of[sl]]  # [R], [R, m]
+            v, extra = unique[sl] // len(extras), extras[unique[sl] % len(extras)]  # [R], [R, m]
             member = self.proposed[v].copy()
             rows = np.repeat(np.arange(len(v)), m)
-            ok = qc.ravel() >= 0
-            member[rows[ok], qc.ravel()[ok]] = True  # the query's concepts join the proposal set
-            st, _, _ = partition_rows(np.where(member, self.scores[v], np.nan), self.kappa)
-            picked = np.where(qc >= 0, np.take_along_axis(st, np.maximum(qc, 0), 1), 0)  # [R, m]
-            flat = (pair[sl][:, None] * m + np.arange(m)[None, :]).ravel()
-            np.logical_or.at(has, flat, (picked == HAS).ravel())  # a species holds an edge if any of its nodes does
-            np.logical_or.at(not_has, flat, (picked == NOT_HAS).ravel())
+            ok = extra.ravel() >= 0
+            member[rows[ok], extra.ravel()[ok]] = True  # the query's concepts join the proposal set
+            states[sl] = partition_rows(np.where(member, self.scores[v], np.nan), self.kappa)[0]
+        row_of = part_of[row_of]
+        qc = concepts[pair // L]  # [rows, m]
+        picked = np.where(qc >= 0, states[row_of[:, None], np.maximum(qc, 0)], 0)
+        flat = (pair[:, None] * m + np.arange(m)[None, :]).ravel()
+        # a species holds an edge if any of its nodes does
+        has = np.bincount(flat, (picked == HAS).ravel(), minlength=Q * L * m) > 0
+        not_has = np.bincount(flat, (picked == NOT_HAS).ravel(), minlength=Q * L * m) > 0
         return has.reshape(Q, L, m), not_has.reshape(Q, L, m)
 
 
