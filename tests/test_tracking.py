@@ -128,6 +128,20 @@ def test_child_runs_carry_their_points_whole_configuration(workspace):
 
 
 @pytest.mark.slow  # a real papermill kernel
+def test_a_burst_of_child_runs_fits_the_pipe_to_the_companion_and_every_one_lands(workspace):
+    """The kernel's pipe to its MLflow companion holds 1 MiB, so that an ablation's child runs (about 20 KiB each
+    here: the stage's whole params) queue there while the kernel computes on; `finish` waits until all are in."""
+    out = _run(workspace, "sweep", ["import fcntl; print('pipe', fcntl.fcntl(run.companion.proc.stdin, fcntl.F_GETPIPE_SZ))",
+                                    "for i in range(40):\n    run.log_child(f'lam={i}', {'retrieval.lam': i / 40}, {'mRR@1': i / 40})",
+                                    "run.finish()"])
+    assert "pipe 1048576" in out.read_text()
+    runs = mlflow.search_runs(experiment_names=["polarcatalog"], output_format="list")
+    children = sorted(r.data.params["retrieval.lam"] for r in runs if "mlflow.parentRunId" in r.data.tags)
+    assert children == sorted(str(i / 40) for i in range(40))
+    assert all(r.info.status == "FINISHED" for r in runs)
+
+
+@pytest.mark.slow  # a real papermill kernel
 def test_raising_notebook_leaves_failed_run_and_executed_copy_with_error(workspace):
     with pytest.raises(papermill.PapermillExecutionError, match="kaboom"):
         _run(workspace, "boom", ['raise RuntimeError("kaboom")', "run.finish()"])

@@ -20,6 +20,8 @@ deleted afterwards, with any store inside them.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -137,6 +139,9 @@ def provenance_tags(root: Path, stage: str, notebook: str) -> dict[str, str]:
     }
 
 
+PIPE_BYTES = 1 << 20
+
+
 class Companion:
     """The kernel's end of the pipe to `runner.tracking_companion`."""
 
@@ -144,6 +149,11 @@ class Companion:
         # forked from the stage runner's warm process, which has imported MLflow (runner/warm_kernel.py), if any
         self.proc = subprocess.Popen(warm_kernel.command([sys.executable, "-m", "polarcatalog.runner.tracking_companion"]),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8")
+        # A pipe holds 64 KiB; an ablation's child runs (each with the stage's full params) fill it while MLflow is
+        # still writing the first ones, and the kernel would wait on the companion, mid-computation. With 1 MiB (the
+        # largest an unprivileged process may ask for) it keeps computing; `close` waits for the backlog.
+        with contextlib.suppress(OSError, AttributeError):
+            fcntl.fcntl(self.proc.stdin.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)  # type: ignore[union-attr]
         self._run_id: str | None = None
         self.send("start", **start)
 
