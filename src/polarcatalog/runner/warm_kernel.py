@@ -57,7 +57,8 @@ SOCKET_VAR = "POLARCATALOG_WARM_SOCKET"  # set for a stage's kernel: where its M
 # set per stage or per shell, and read by no library as it loads: not in the key
 VOLATILE = ("DVC_", "JPY_", SOCKET_VAR, "PWD", "OLDPWD", "_", "SHLVL", "TERM", "COLUMNS", "LINES")
 STALE_S = 7 * 86400  # the files of a warm process unused this long (another code version's) are removed
-# What a stage's setup cell imports (notebooks/*.ipynb), with what ipykernel needs. The stage modules come first, as
+# What a stage's setup cell imports (notebooks/*.ipynb), with what ipykernel needs (its debugger module too, which
+# every kernel imports as it starts: debugpy, 0.2 s of each stage otherwise). The stage modules come first, as
 # in a setup cell: those that draw select matplotlib's Agg backend at import, before anything imports pyplot. Every
 # stage module but the bird reference's, which imports torch (a forked child may not share a parent's torch state).
 PRELOAD = ("polarcatalog.stages.fetch", "polarcatalog.stages.curate", "polarcatalog.stages.embed",
@@ -66,7 +67,7 @@ PRELOAD = ("polarcatalog.stages.fetch", "polarcatalog.stages.curate", "polarcata
            "polarcatalog.stages.select_retrieval", "polarcatalog.stages.birds_catalog", "polarcatalog.config",
            "polarcatalog.runner.tracking", "polarcatalog.features.workspace", "polarcatalog.from_params",
            "polarcatalog.retrieval.query_side", "seaborn", "pandas", "pyarrow.parquet", "IPython.display",
-           "ipykernel.kernelapp", "polarcatalog.runner.tracking_companion", "nbconvert")
+           "ipykernel.kernelapp", "ipykernel.debugger", "polarcatalog.runner.tracking_companion", "nbconvert")
 
 
 def enabled() -> bool:
