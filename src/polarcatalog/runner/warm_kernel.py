@@ -57,17 +57,19 @@ SOCKET_VAR = "POLARCATALOG_WARM_SOCKET"  # set for a stage's kernel: where its M
 # set per stage or per shell, and read by no library as it loads: not in the key
 VOLATILE = ("DVC_", "JPY_", SOCKET_VAR, "PWD", "OLDPWD", "_", "SHLVL", "TERM", "COLUMNS", "LINES")
 STALE_S = 7 * 86400  # the files of a warm process unused this long (another code version's) are removed
-# What a stage's setup cell imports (notebooks/*.ipynb), with what ipykernel needs (its debugger module too, which
-# every kernel imports as it starts: debugpy, 0.2 s of each stage otherwise). The stage modules come first, as
-# in a setup cell: those that draw select matplotlib's Agg backend at import, before anything imports pyplot. Every
-# stage module but the bird reference's, which imports torch (a forked child may not share a parent's torch state).
+# What a stage's setup cell imports (notebooks/*.ipynb), with what ipykernel needs, and what a stage or a kernel would
+# otherwise import on first use: ipykernel's debugger (debugpy, 0.2 s of every kernel's start) and pyarrow.dataset
+# (0.16 s, the first parquet read). The stage modules come first, as in a setup cell: those that draw select
+# matplotlib's Agg backend at import, before anything imports pyplot. Every stage module but the bird reference's,
+# which imports torch (a forked child may not share a parent's torch state).
 PRELOAD = ("polarcatalog.stages.fetch", "polarcatalog.stages.curate", "polarcatalog.stages.embed",
            "polarcatalog.stages.retrieve", "polarcatalog.stages.kg", "polarcatalog.stages.ablate",
            "polarcatalog.stages.graph", "polarcatalog.stages.memory_quality", "polarcatalog.stages.report",
            "polarcatalog.stages.select_retrieval", "polarcatalog.stages.birds_catalog", "polarcatalog.config",
            "polarcatalog.runner.tracking", "polarcatalog.features.workspace", "polarcatalog.from_params",
-           "polarcatalog.retrieval.query_side", "seaborn", "pandas", "pyarrow.parquet", "IPython.display",
-           "ipykernel.kernelapp", "ipykernel.debugger", "polarcatalog.runner.tracking_companion", "nbconvert")
+           "polarcatalog.retrieval.query_side", "seaborn", "pandas", "pyarrow.parquet", "pyarrow.dataset",
+           "IPython.display", "ipykernel.kernelapp", "ipykernel.debugger", "polarcatalog.runner.tracking_companion",
+           "nbconvert")
 
 
 def enabled() -> bool:
