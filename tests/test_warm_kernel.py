@@ -25,6 +25,9 @@ def _probe(tmp_path: Path) -> Path:
         "import os, sys\n"
         "print('preloaded' if 'polarcatalog.stages.ablate' in sys.modules else 'fresh', os.getpid(), os.getcwd(),\n"
         "      os.environ['OPENBLAS_CORETYPE'], os.environ.get('PC_PROBE'), sys.modules['__main__'].__name__)\n"
+        "runner = int(os.environ['JPY_PARENT_PID'])  # the process that started this kernel: papermill's\n"
+        "print('runner-forked' if int(open(f'/proc/{runner}/stat').read().rsplit(')', 1)[1].split()[1]) == os.getppid()\n"
+        "      else 'runner-fresh')\n"
         "import subprocess\nfrom polarcatalog.runner import warm_kernel\n"  # as the MLflow companion is started
         "done = subprocess.run(warm_kernel.command([sys.executable, '-m', 'pc_probe_companion']), input='ping',\n"
         "                      capture_output=True, text=True)\n"
@@ -43,7 +46,7 @@ def _run(tmp_path: Path, warm: str) -> list[str]:
     proc = subprocess.run([str(cli), "run-notebook", "probe.ipynb", out], cwd=tmp_path, capture_output=True, text=True,
                           timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
-    return nbformat.read(tmp_path / out, as_version=4).cells[-1].outputs[0]["text"].split()  # both lines
+    return nbformat.read(tmp_path / out, as_version=4).cells[-1].outputs[0]["text"].split()  # all three lines
 
 
 @pytest.mark.slow  # real kernels
@@ -51,25 +54,71 @@ def _run(tmp_path: Path, warm: str) -> list[str]:
 def test_a_forked_kernel_has_the_imports_and_the_stages_own_folder_environment_and_pins(tmp_path):
     """The warm path's kernel starts with the stage modules imported, in the stage's folder with its environment
     (a variable set per run, the numerics pins) like a fresh kernel, and so does a `python -m` it starts through
-    `warm_kernel.command` (the MLflow companion); the kernel is gone when the stage is. Off, both are fresh."""
+    `warm_kernel.command` (the MLflow companion); the runner that starts the kernel is forked too; the kernel is gone
+    when the stage is. Off, all are fresh."""
     _probe(tmp_path)
     fresh = _run(tmp_path, "0")
     assert fresh[0] == "fresh" and fresh[2:] == [str(tmp_path.resolve()), "Haswell", "probe-0", "__main__",
-                                                 "3", "ping", "False", "__main__"], fresh
+                                                 "runner-fresh", "3", "ping", "False", "__main__"], fresh
     first = _run(tmp_path, "1")  # starts the warm process; fresh while its imports run, forked once they are done
     deadline = time.monotonic() + 120
     while first[0] != "preloaded" and time.monotonic() < deadline:
         time.sleep(1)
         first = _run(tmp_path, "1")
     warm = [first, _run(tmp_path, "1")]
-    for run in warm:  # the companion too: forked with MLflow imported, its streams and exit code passed through
+    for run in warm:  # the runner and the companion too: forked, their streams and exit codes passed through
         assert run[0] == "preloaded" and run[2:] == [str(tmp_path.resolve()), "Haswell", "probe-1", "__main__",
-                                                     "3", "ping", "True", "__main__"], run
+                                                     "runner-forked", "3", "ping", "True", "__main__"], run
     assert warm[0][1] != warm[1][1]  # one kernel per stage, never a kernel reused
     deadline = time.monotonic() + 10
     while any(Path(f"/proc/{run[1]}").exists() for run in warm) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(Path(f"/proc/{run[1]}").exists() for run in warm), "a stage's forked kernel outlived it"
+
+
+def _gone(*pids: int, within: float = 20) -> bool:
+    deadline = time.monotonic() + within
+    while any(Path(f"/proc/{p}").exists() for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not any(Path(f"/proc/{p}").exists() for p in pids)
+
+
+@pytest.mark.slow  # real kernels
+@pytest.mark.skipif(not warm_kernel.enabled(), reason="fork and Unix sockets: Linux")
+def test_a_forked_runner_passes_on_exit_codes_and_interrupts_and_goes_with_its_command(tmp_path):
+    """What DVC sees of a stage whose runner is forked: a failing notebook's error and exit code; Ctrl-C (SIGINT to
+    the command DVC started) ends it with 130, as an interrupted Python does; and if that command is killed, the
+    runner and its kernel go too."""
+    import signal
+
+    cli = str(Path(sys.executable).parent / "polarcatalog")
+    _probe(tmp_path)
+    deadline = time.monotonic() + 120
+    while "runner-forked" not in _run(tmp_path, "1") and time.monotonic() < deadline:  # the warm process is up
+        time.sleep(1)
+    for name, code in {"fail": "1 / 0", "slow": "import os, time\n"
+                       "open('pids', 'w').write(f\"{os.environ['JPY_PARENT_PID']} {os.getpid()}\")\ntime.sleep(120)"}.items():
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell("executed_notebook = None", metadata={"tags": ["parameters"]}),
+                    nbformat.v4.new_code_cell(code)]
+        nbformat.write(nb, tmp_path / f"{name}.ipynb")
+    env = {**os.environ, "POLARCATALOG_WARM_KERNEL": "1", "PC_PROBE": "probe-1"}  # the environment the warm one has
+    failed = subprocess.run([cli, "run-notebook", "fail.ipynb", "out/fail.ipynb"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300, env=env)
+    assert failed.returncode == 1 and "ZeroDivisionError" in failed.stderr, failed.stderr
+
+    for how, want in ((signal.SIGINT, 128 + signal.SIGINT), (signal.SIGKILL, -signal.SIGKILL)):
+        (tmp_path / "pids").unlink(missing_ok=True)
+        proc = subprocess.Popen([cli, "run-notebook", "slow.ipynb", "out/slow.ipynb"], cwd=tmp_path, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "pids").is_file() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        runner, kernel = map(int, (tmp_path / "pids").read_text().split())
+        assert runner != proc.pid  # forked: the command DVC started stands in for it
+        proc.send_signal(how)
+        assert proc.wait(timeout=60) == want
+        assert _gone(runner, kernel), f"after {how.name}, the runner or its kernel outlived the stage's command"
 
 
 def test_the_key_follows_the_code_and_the_load_time_environment_not_the_stage(tmp_path, monkeypatch):

@@ -12,6 +12,9 @@ def main() -> None:
 
     pin_process()  # before numpy loads: the kernel and thread count that give the same bits on every machine
     if sys.argv[1:2] == ["run-notebook"]:  # every stage's command: without the rest of the CLI's imports
+        from polarcatalog.runner.run_notebook import run_forked  # heavy: not itself, but after the pins
+
+        run_forked(sys.argv[2:])  # returns only where no warm process serves this checkout yet
         from polarcatalog.cli.run_notebook_command import run  # heavy: not itself, but after the pins
 
         run(sys.argv[2:])

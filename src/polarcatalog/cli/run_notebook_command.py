@@ -7,6 +7,7 @@ one command here directly; `cli.main` registers the same function, so `polarcata
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
@@ -56,3 +57,7 @@ def run(args: list[str]) -> None:
     app = typer.Typer(add_completion=False)
     app.command("run-notebook")(run_notebook_command)
     app(args=args, prog_name="polarcatalog run-notebook")
+
+
+if __name__ == "__main__":  # the runner forked from the warm process (`runner.run_notebook.run_forked`)
+    run(sys.argv[1:])

@@ -12,7 +12,8 @@
 - The terminal gets one line per code cell (its number, first line and time); long cells also draw their own progress
   bars there (`polarcatalog.progress`), with count, rate and ETA.
 - The kernel's BLAS is pinned (`polarcatalog.numerics`), so a stage's numbers do not depend on the machine.
-- The kernel is forked from a warm process that has done the stages' imports (`runner.warm_kernel`).
+- The kernel, and this runner itself, are forked from a warm process that has done the stages' imports
+  (`runner.warm_kernel`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,15 @@ def _kernel_env(root: Path) -> None:
     parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != src]
     os.environ["PYTHONPATH"] = os.pathsep.join([src, *parts])
     os.environ.update(stage_env(os.environ))  # machine-independent BLAS (polarcatalog.numerics), whatever the shell set
+
+
+def run_forked(args: list[str]) -> None:
+    """`polarcatalog run-notebook ARGS`, forked from the warm process serving this checkout, which has papermill and
+    Jupyter's client imported (`warm_kernel.run_forked`); returns, having done nothing, when none serves it yet (the
+    first stage of a run, which starts one)."""
+    root = Path.cwd().resolve()
+    _kernel_env(root)  # the environment the warm process was keyed on
+    warm_kernel.run_forked(root, "polarcatalog.cli.run_notebook_command", args)
 
 
 def run_notebook(notebook: Path, output: Path, parameters: dict[str, Any], root: Path | None = None) -> None:

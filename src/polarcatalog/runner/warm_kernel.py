@@ -17,6 +17,9 @@ How it runs, for one `dvc repro` or `dvc exp run`:
   interrupts, and when it is killed (papermill's immediate shutdown) the socket closes and the kernel exits.
 - The kernel's MLflow companion (`runner.tracking_companion`) is forked the same way (`command`), with MLflow and
   nbconvert imported; it ends as a fresh one does, when the kernel's end of its input closes.
+- From a run's second stage on, the runner itself (`polarcatalog run-notebook`, papermill and Jupyter's client) is
+  forked too (`run_forked`): the command DVC started stands in for it, as the client does for a kernel, passing on
+  Ctrl-C and the exit code; killed, it takes the runner, and so the kernel, with it.
 - Anything off the path falls back to a fresh process, without waiting: no warm process, or one still importing
   (the first stage of a run), an environment without fork or Unix sockets, or `POLARCATALOG_WARM_KERNEL=0`.
 
@@ -57,11 +60,11 @@ SOCKET_VAR = "POLARCATALOG_WARM_SOCKET"  # set for a stage's kernel: where its M
 # set per stage or per shell, and read by no library as it loads: not in the key
 VOLATILE = ("DVC_", "JPY_", SOCKET_VAR, "PWD", "OLDPWD", "_", "SHLVL", "TERM", "COLUMNS", "LINES")
 STALE_S = 7 * 86400  # the files of a warm process unused this long (another code version's) are removed
-# What a stage's setup cell imports (notebooks/*.ipynb), with what ipykernel needs, and what a stage or a kernel would
-# otherwise import on first use: ipykernel's debugger (debugpy, 0.2 s of every kernel's start) and pyarrow.dataset
-# (0.16 s, the first parquet read). The stage modules come first, as in a setup cell: those that draw select
-# matplotlib's Agg backend at import, before anything imports pyplot. Every stage module but the bird reference's,
-# which imports torch (a forked child may not share a parent's torch state).
+# What a stage's setup cell imports (notebooks/*.ipynb), with what ipykernel and the runner (papermill) need, and
+# what a stage or a kernel would otherwise import on first use: ipykernel's debugger (debugpy, 0.2 s of every
+# kernel's start) and pyarrow.dataset (0.16 s, the first parquet read). The stage modules come first, as in a setup
+# cell: those that draw select matplotlib's Agg backend at import, before anything imports pyplot. Every stage module
+# but the bird reference's, which imports torch (a forked child may not share a parent's torch state).
 PRELOAD = ("polarcatalog.stages.fetch", "polarcatalog.stages.curate", "polarcatalog.stages.embed",
            "polarcatalog.stages.retrieve", "polarcatalog.stages.kg", "polarcatalog.stages.ablate",
            "polarcatalog.stages.graph", "polarcatalog.stages.memory_quality", "polarcatalog.stages.report",
@@ -69,7 +72,7 @@ PRELOAD = ("polarcatalog.stages.fetch", "polarcatalog.stages.curate", "polarcata
            "polarcatalog.runner.tracking", "polarcatalog.features.workspace", "polarcatalog.from_params",
            "polarcatalog.retrieval.query_side", "seaborn", "pandas", "pyarrow.parquet", "pyarrow.dataset",
            "IPython.display", "ipykernel.kernelapp", "ipykernel.debugger", "polarcatalog.runner.tracking_companion",
-           "nbconvert")
+           "nbconvert", "polarcatalog.cli.run_notebook_command", "papermill", "jupyter_client.manager")
 
 
 def enabled() -> bool:
@@ -228,8 +231,10 @@ def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
         conn.settimeout(None)
         conn.sendall(struct.pack("q", os.getpid()))
         module = request.get("module")
-        if not module:  # a kernel runs until told to stop; a module (the companion) ends by itself, on its stdin's EOF
-            def orphaned() -> None:  # the client is gone (killed at shutdown, or its runner died): so is this kernel
+        # a kernel runs until told to stop, and the stage's runner until its notebook ends: either goes with its client
+        # (killed at shutdown, or its runner or DVC died); the companion ends by itself, on its stdin's EOF
+        if not module or request.get("with_client"):
+            def orphaned() -> None:  # the client is gone: so is this process
                 with contextlib.suppress(OSError):
                     conn.recv(1)
                 os._exit(1)
@@ -250,6 +255,8 @@ def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
             code = 0
         except SystemExit as exit_:
             code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        except KeyboardInterrupt:  # Ctrl-C, forwarded by the client: the status of a process ended by SIGINT
+            code = 128 + signal.SIGINT
         except BaseException:  # what `python -m` prints before exiting 1
             traceback.print_exc()
         for stream in (sys.stdout, sys.stderr):
@@ -274,8 +281,29 @@ def client(path: Path, fresh: list[str]) -> None:
     child = _connect(path, request) if request is not None and enabled() else None
     if child is None:
         os.execv(fresh[0], fresh)
-    conn, pid = child
-    def forward(signum: int, _frame: object) -> None:  # Jupyter interrupts a kernel by SIGINT
+    _relay(*child)
+
+
+def run_forked(root: Path, module: str, argv: list[str]) -> None:
+    """`python -m <module> <argv>` (the stage's runner: papermill and Jupyter's client imported, 0.4 s of every stage
+    otherwise) forked from this checkout's warm process, this process standing in for it as the client does for a
+    kernel; never returns then. Returns at once, having done nothing, when no warm process answers: the caller runs
+    the command itself (and its runner starts one). The environment must already be the runner's (`key`)."""
+    if not enabled():
+        return
+    try:
+        path = socket_path(key(root))
+    except OSError:
+        return
+    child = _connect(path, {"module": module, "argv": argv, "with_client": True}) if path.exists() else None
+    if child is not None:
+        _relay(*child)
+
+
+def _relay(conn: socket.socket, pid: int) -> None:
+    """Stand in for the forked child `pid` until it exits, with its exit code: forward signals; if this process is
+    killed, `conn` closes and the child exits with it."""
+    def forward(signum: int, _frame: object) -> None:  # Jupyter interrupts a kernel by SIGINT; DVC a stage by SIGINT
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signum)
 
