@@ -14,8 +14,9 @@ layer added to the one before:
 3. `+ imports`: that notebook also imports what every stage's setup cell imports before its work (`IMPORTS`: the
    stage modules and their numpy / pandas / matplotlib / seaborn / scikit-learn / torch), with no data read and no
    MLflow run;
-4. `+ imports, forked kernel`: the same notebook, each kernel forked from a warm process that has done those imports
-   (`runner/warm_kernel.py`, the default; layers 2 and 3 set `POLARCATALOG_WARM_KERNEL=0` for a fresh kernel).
+4. `+ imports, forked`: the same notebook, each stage's runner and kernel forked from a warm process that has done
+   those imports (`runner/warm_kernel.py`, the default; layers 2 and 3 set `POLARCATALOG_WARM_KERNEL=0` for fresh
+   processes).
 
 Each layer is run `--repeats` times with `dvc repro -f` (every stage forced); the per-stage figure is the median over
 repeats of the total divided by the stage count, and DVC's start-up (its time before the first stage) is reported
@@ -65,7 +66,7 @@ from polarcatalog.stages import ablate, kg, memory_quality, retrieve
 import matplotlib.pyplot as plt
 import seaborn as sns
 """
-LAYERS = ("dvc", "+ papermill", "+ imports", "+ imports, forked kernel")
+LAYERS = ("dvc", "+ papermill", "+ imports", "+ imports, forked")
 
 
 def notebook(with_imports: bool) -> nbformat.NotebookNode:
@@ -116,7 +117,7 @@ def main() -> None:
         for layer in LAYERS:
             folder = tmp / layer.strip("+ ").replace(", ", "-").replace(" ", "-")
             project(folder, layer, args.stages)
-            layer_env = env if layer.endswith("forked kernel") else {**env, "POLARCATALOG_WARM_KERNEL": "0"}
+            layer_env = env if layer.endswith("forked") else {**env, "POLARCATALOG_WARM_KERNEL": "0"}
             # warm: DVC's and the OS's caches (and the forked layer's warm process, as a run's first stage starts it)
             subprocess.run([dvc, "repro", "-q"], cwd=folder, env=layer_env, check=True)
             for repeat in range(args.repeats):
@@ -144,15 +145,16 @@ def main() -> None:
         "stages, each forced (`dvc repro -f`), each layer adding to the one before: `dvc` (a `python -c` command: "
         "DVC's own work per stage and a Python start), `+ papermill` (`polarcatalog run-notebook` of a two-cell "
         "notebook: papermill, Jupyter's client, a fresh kernel), `+ imports` (that notebook also imports what the "
-        "λ-reading stages' setup cells import, no data read, no MLflow run), `+ imports, forked kernel` (each kernel "
-        "forked from a warm process that has done those imports, the default; the layers above it run fresh kernels). "
+        "λ-reading stages' setup cells import, no data read, no MLflow run), `+ imports, forked` (each stage's runner "
+        "and kernel forked from a warm process that has done those imports, the default; the layers above it run "
+        "fresh processes). "
         "Medians of "
         f"{args.repeats} repeats, seconds. Command: `.venv/bin/python benchmarks/stage_floor.py`.\n\n"
         + summary.to_markdown(index=False) + "\n\n"
         f"A notebook stage that does nothing costs **{floor['+ imports']:.1f} s** before its own work with a fresh "
-        f"kernel ({floor['dvc']:.1f} s of it DVC and a Python start), **{floor['+ imports, forked kernel']:.1f} s** "
+        f"kernel ({floor['dvc']:.1f} s of it DVC and a Python start), **{floor['+ imports, forked']:.1f} s** "
         f"with a forked one; nine of them, as a one-value experiment reruns, "
-        f"**{args.stages * floor['+ imports']:.0f} s** and **{args.stages * floor['+ imports, forked kernel']:.0f} s** "
+        f"**{args.stages * floor['+ imports']:.0f} s** and **{args.stages * floor['+ imports, forked']:.0f} s** "
         "plus DVC's start-up. What a real stage adds on top — loading the workspace, the MLflow run and its "
         "artifacts, the compute — is in `repro_time.md`.\n\n"
         "Timings vary run to run: a measurement, not a metric DVC tracks.\n")
