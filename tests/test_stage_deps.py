@@ -99,3 +99,9 @@ def test_check_params_writes_a_manifest_per_notebook_and_an_edit_changes_only_th
     subprocess.run(cmd, cwd=checkout, check=True, capture_output=True)
     after = _manifests(checkout)
     assert sorted(n for n in before if before[n] != after.get(n)) == ["03_graph.txt"] and "stale.txt" not in after
+
+
+def test_code_manifests_without_a_stamp_is_refused_before_any_work(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "polarcatalog.cli.main", "check-params", "--no-device",
+                          "--code-manifests", str(tmp_path / "code")], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 2 and "--code-manifests goes with --stamp" in out.stderr and not (tmp_path / "code").exists()

@@ -57,6 +57,9 @@ def check_params(
                                                   "stages' code deps (runner/code_deps.py)"),
 ) -> None:
     """Validate a params file; print the resolved params as JSON, or each bad key and exit 2."""
+    if code_manifests is not None and stamp is None:
+        typer.echo("error: --code-manifests goes with --stamp (the check stage's two outputs)", err=True)
+        raise typer.Exit(2)
     overlay = _overlay_of(params, repo_root(params.resolve().parent))
     if overlay and not profile:  # it validated against the built-in defaults and printed values no run would use
         typer.echo(f"error: --params {params} is the {overlay} profile's overlay (only the keys it changes, applied on "

@@ -166,7 +166,7 @@ class CompletedMemory:
         lacking = np.where((qc >= 0) & ~self.proposed[v[:, None], np.maximum(qc, 0)], qc, -1)
         extras, extra_of = _unique_rows(np.sort(lacking, 1), C)
         unique, part_of = _unique(v * len(extras) + extra_of, V * len(extras))
-        states = np.empty((len(unique), self.scores.shape[1]), np.int8)
+        partitions = np.empty((len(unique), C), np.int8)  # HAS / UNCERTAIN / NOT_HAS per distinct row
         for lo in range(0, len(unique), self.block):
             sl = slice(lo, lo + self.block)
             v, extra = unique[sl] // len(extras), extras[unique[sl] % len(extras)]  # [R], [R, m]
@@ -174,10 +174,10 @@ class CompletedMemory:
             rows = np.repeat(np.arange(len(v)), m)
             ok = extra.ravel() >= 0
             member[rows[ok], extra.ravel()[ok]] = True  # the query's concepts join the proposal set
-            states[sl] = partition_rows(np.where(member, self.scores[v], np.nan), self.kappa)[0]
+            partitions[sl] = partition_rows(np.where(member, self.scores[v], np.nan), self.kappa)[0]
         row_of = part_of[row_of]
         qc = concepts[pair // L]  # [rows, m]
-        picked = np.where(qc >= 0, states[row_of[:, None], np.maximum(qc, 0)], 0)
+        picked = np.where(qc >= 0, partitions[row_of[:, None], np.maximum(qc, 0)], 0)
         flat = (pair[:, None] * m + np.arange(m)[None, :]).ravel()
         # a species holds an edge if any of its nodes does
         has = np.bincount(flat, (picked == HAS).ravel(), minlength=Q * L * m) > 0

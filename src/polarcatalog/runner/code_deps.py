@@ -4,8 +4,9 @@ A stage must rerun when, and only when, code it runs changes. Its code is the cl
 include its `polarcatalog.stages` module): every module that importing them loads, the `__init__.py` of each package
 above a module (importing `a.b.c` runs `a/__init__.py` and `a/b/__init__.py`) and function-local imports (a deferred
 import is still a dependency). The `check` stage writes each notebook's closure as `data/interim/code/<notebook>.txt`
-(one `sha256  path` line per file) and each stage depends on that one file, not on each of its dozens of modules: DVC re-reads and
-re-writes the whole dvc.lock around every stage it runs, so the lock's length is most of DVC's own time per stage.
+(one `sha256  path` line per file) and each stage depends on that one file, not on each of its dozens of modules:
+DVC re-reads and re-writes the whole dvc.lock around every stage it runs, so the lock's length is most of DVC's own
+time per stage.
 A code edit reruns `check` (it depends on all of src/ and notebooks/), which rewrites the manifests; a stage reruns
 only if its own manifest changed. As for any generated dependency, `dvc repro -s <stage>` alone does not rerun `check`:
 `dvc repro` (or `dvc repro -s check <stage>`) sees a code edit.
