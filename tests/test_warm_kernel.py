@@ -177,10 +177,34 @@ def test_the_socket_is_private_to_its_user(tmp_path, monkeypatch):
 def test_the_preload_starts_no_thread_and_imports_no_torch():
     """What a fork may copy: modules, not threads (a child would hold a lock a vanished thread took) nor torch's
     thread pools or a CUDA context (a GPU profile's stage initialises CUDA in its own kernel)."""
-    code = ("import importlib, os, sys, threading\nfrom polarcatalog.runner import warm_kernel\n"
-            "from polarcatalog.runner.nbfile import import_nbformat\nimport_nbformat()\n"
-            "for name in warm_kernel.PRELOAD:\n    importlib.import_module(name)\n"
-            "print(threading.active_count(), 'torch' in sys.modules, 'onnxruntime' in sys.modules)")
+    code = ("import sys, threading\nfrom polarcatalog.runner import tracking_companion, warm_kernel\n"
+            "warm_kernel.preload()\n"
+            "print(threading.active_count(), 'torch' in sys.modules, 'onnxruntime' in sys.modules,\n"
+            "      tracking_companion._html_exporter.cache_info().currsize)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["1", "False", "False"], out.stdout
+    # the last: the companion's HTML exporter was built (and its templates compiled) here, for every child to inherit
+    assert out.stdout.split() == ["1", "False", "False", "1"], out.stdout
+
+
+def test_the_runners_client_retries_soon_and_is_ready_as_a_kernel_answers(tmp_path):
+    """A forked kernel listens within milliseconds: the runner's client sockets retry every RECONNECT_MS, not ZeroMQ's
+    100 ms, and its `wait_for_ready` returns once IOPub is quiet for IOPUB_QUIET_S, and a cell runs after it."""
+    import zmq
+    from jupyter_client.manager import AsyncKernelManager
+
+    manager_class = warm_kernel.kernel_manager_class(tmp_path / "none.sock")
+    assert issubclass(manager_class, AsyncKernelManager)
+    manager = manager_class(kernel_name="python3")  # a fresh kernel: no warm process listens on that socket
+    client = manager.client()
+    assert client.context.getsockopt(zmq.RECONNECT_IVL) == warm_kernel.RECONNECT_MS
+    assert manager.format_kernel_cmd()[:4] == [sys.executable, "-m", "polarcatalog.runner.warm_kernel", "client"]
+    import papermill  # heavy: the runner's own
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "in.ipynb")
+    papermill.execute_notebook(str(tmp_path / "in.ipynb"), str(tmp_path / "out.ipynb"), kernel_name="python3",
+                               progress_bar=False, kernel_manager_class=manager_class)
+    out = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    assert [o["text"] for o in out.cells[0].outputs] == ["42\n"]

@@ -99,6 +99,26 @@ def _html_exporter() -> Any:
     return HTMLExporter(template_name="lab")
 
 
+def warm_up() -> None:
+    """Render a small notebook with every kind of output a stage notebook has (a highlighted code cell, a stream, a
+    table as HTML, a figure, Markdown), so that templates, lexers and sanitiser are loaded and compiled: the warm
+    process calls this before it forks any companion (`runner.warm_kernel`), and a companion's first render, inside
+    the `finish()` a stage waits for, costs the notebook's own size only (about 0.25 s less)."""
+    nbformat = import_nbformat()
+    v4 = nbformat.v4
+    outputs = [v4.new_output("stream", name="stderr", text="progress\n"),
+               v4.new_output("execute_result", {"text/html": "<table><tr><th>a</th></tr><tr><td>1</td></tr></table>",
+                                                "text/plain": "a\n1"}, execution_count=1),
+               v4.new_output("display_data", {"image/png": "iVBORw0KGgo=", "text/plain": "<Figure>"}),
+               v4.new_output("display_data", {"text/markdown": "# A\n\n| a | b |\n|---|---|\n| 1 | *2* |", "text/plain": "A"})]
+    nb = v4.new_notebook(cells=[v4.new_markdown_cell("# Title\n\nText with `code` and a [link](https://example.org)."),
+                                v4.new_code_cell("import os\nx = {'a': 1}  # comment\nprint(f'{x}')", outputs=outputs,
+                                                 execution_count=1)],
+                         metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+                                   "language_info": {"name": "python", "pygments_lexer": "ipython3"}})
+    _html_exporter().from_notebook_node(nb)
+
+
 def notebook_html(path: Path) -> str:
     html, _ = _html_exporter().from_notebook_node(import_nbformat().read(path, as_version=4))
     return html

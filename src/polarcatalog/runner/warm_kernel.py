@@ -16,7 +16,7 @@ How it runs, for one `dvc repro` or `dvc exp run`:
   fresh kernel would have. The small process stands in for the kernel towards Jupyter's client: it forwards
   interrupts, and when it is killed (papermill's immediate shutdown) the socket closes and the kernel exits.
 - The kernel's MLflow companion (`runner.tracking_companion`) is forked the same way (`command`), with MLflow and
-  nbconvert imported; it ends as a fresh one does, when the kernel's end of its input closes.
+  nbconvert imported and its HTML templates compiled; it ends as a fresh one does, when the kernel's end of its input closes.
 - From a run's second stage on, the runner itself (`polarcatalog run-notebook`, papermill and Jupyter's client) is
   forked too (`run_forked`): the command DVC started stands in for it, as the client does for a kernel, passing on
   Ctrl-C and the exit code; killed, it takes the runner, and so the kernel, with it.
@@ -25,9 +25,10 @@ How it runs, for one `dvc repro` or `dvc exp run`:
 
 What keeps a forked kernel the same as a fresh one: the key covers the interpreter, the checkout's src/ (every
 file's bytes), the installed packages and the environment the libraries read at load (the numerics pins among it), so
-a code edit or another setting gets its own warm process; the warm process imports modules only, starting no
-thread, no BLAS call and no GPU context (torch is not preloaded), and the child takes the client's working folder,
-environment and argv. The socket lives in a folder only this user can open, and the warm process serves only
+a code edit or another setting gets its own warm process; the warm process imports modules (and compiles the HTML
+templates, pure Python) only, starting no thread, no BLAS call and no GPU context (torch is not preloaded), and the
+child takes the client's working folder, environment and argv. The runner's client is ready as soon as a forked
+kernel is (`kernel_manager_class`). The socket lives in a folder only this user can open, and the warm process serves only
 connections from its own user id (SO_PEERCRED): it runs whatever kernel it is asked for, as that user.
 """
 
@@ -51,6 +52,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
+from queue import Empty  # a Jupyter channel's timeout
 
 from polarcatalog.runner.nbfile import import_nbformat
 
@@ -64,7 +66,9 @@ STALE_S = 7 * 86400  # the files of a warm process unused this long (another cod
 # what a stage or a kernel would otherwise import on first use: ipykernel's debugger (debugpy, 0.2 s of every
 # kernel's start) and pyarrow.dataset (0.16 s, the first parquet read). The stage modules come first, as in a setup
 # cell: those that draw select matplotlib's Agg backend at import, before anything imports pyplot. Every stage module
-# but the bird reference's, which imports torch (a forked child may not share a parent's torch state).
+# but the bird reference's, which imports torch (a forked child may not share a parent's torch state). A module here
+# that has a `warm_up()` gets it called once, after its import: work every child would otherwise repeat (the MLflow
+# companion's HTML templates, compiled on first use).
 PRELOAD = ("polarcatalog.stages.fetch", "polarcatalog.stages.curate", "polarcatalog.stages.embed",
            "polarcatalog.stages.retrieve", "polarcatalog.stages.kg", "polarcatalog.stages.ablate",
            "polarcatalog.stages.graph", "polarcatalog.stages.memory_quality", "polarcatalog.stages.report",
@@ -149,6 +153,17 @@ def _peer_uid(conn: socket.socket) -> int:
     return struct.unpack("3i", creds)[1]
 
 
+def preload() -> None:
+    """What the warm process does before it forks anything: the imports of PRELOAD, and the `warm_up()` of those that
+    have one (work every child would otherwise repeat)."""
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")  # what ipykernel sets
+    import_nbformat()  # first, as every process that reads notebooks does (runner/nbfile.py)
+    for name in PRELOAD:
+        module = importlib.import_module(name)
+        if callable(getattr(module, "warm_up", None)):
+            module.warm_up()
+
+
 def serve(path: Path) -> None:
     """Import, then listen, then fork per request: until the imports are done nothing answers, and a stage starts a
     fresh kernel rather than wait (the first stage of a run overlaps its own start with these imports)."""
@@ -158,10 +173,7 @@ def serve(path: Path) -> None:
     except BlockingIOError:
         return  # another warm process for this key is starting or serving
     _prune(path.parent)
-    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")  # what ipykernel sets
-    import_nbformat()  # first, as every process that reads notebooks does (runner/nbfile.py)
-    for name in PRELOAD:
-        importlib.import_module(name)
+    preload()
     path.unlink(missing_ok=True)  # a dead process's socket: the lock says nobody serves it
     server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # one request, one message
     umask = os.umask(0o177)
@@ -364,11 +376,63 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+RECONNECT_MS = 5  # how soon the runner's sockets retry a kernel that is not listening yet (ZeroMQ's default: 100 ms)
+IOPUB_QUIET_S = 0.02  # IOPub silence that ends the wait for a kernel's start-up messages (jupyter_client's: 0.2 s)
+
+
 def kernel_manager_class(path: Path) -> type:
-    """A Jupyter kernel manager whose kernel command goes through `client` (papermill's kernel_manager_class)."""
-    from jupyter_client.manager import AsyncKernelManager  # heavy: only in the runner
+    """A Jupyter kernel manager whose kernel command goes through `client` (papermill's kernel_manager_class), and
+    whose client is ready as soon as the kernel is (`ReadyClient`)."""
+    import zmq.asyncio  # heavy: only in the runner
+    from jupyter_client.asynchronous import AsyncKernelClient
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import default
+
+    class ReadyClient(AsyncKernelClient):
+        """A forked kernel listens within about 60 ms, and jupyter_client's client would still wait about 0.3 s for
+        it: its sockets first connect before the kernel listens and retry only every 100 ms, and after the kernel's
+        first reply it waits for 0.2 s of silence on IOPub. Here they retry every `RECONNECT_MS` and the silence is
+        `IOPUB_QUIET_S`: a start-up message that comes later answers no request of the run, and nbclient reads only
+        the messages that answer its own requests."""
+
+        def _context_default(self) -> zmq.asyncio.Context:
+            self._created_context = True
+            context = zmq.asyncio.Context()
+            context.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)  # the default of every socket made from it
+            return context
+
+        async def wait_for_ready(self, timeout: float | None = None) -> None:  # type: ignore[override]
+            """jupyter_client's `wait_for_ready`: a kernel_info reply, and IOPub connected, then IOPub drained."""
+            deadline = time.monotonic() + (float("inf") if timeout is None else timeout)
+            while True:
+                self.kernel_info()
+                try:
+                    reply = await self.shell_channel.get_msg(timeout=1)
+                except Empty:
+                    reply = None
+                if reply is not None and reply["msg_type"] == "kernel_info_reply":
+                    try:
+                        await self.iopub_channel.get_msg(timeout=0.2)  # IOPub connected (else: ask again)
+                    except Empty:
+                        pass
+                    else:
+                        self._handle_kernel_info_reply(reply)
+                        break
+                if not await self._async_is_alive():
+                    raise RuntimeError("Kernel died before replying to kernel_info")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"Kernel didn't respond in {timeout} seconds")
+            while True:
+                try:
+                    await self.iopub_channel.get_msg(timeout=IOPUB_QUIET_S)
+                except Empty:
+                    return
 
     class WarmKernelManager(AsyncKernelManager):
+        @default("client_factory")
+        def _ready_client(self) -> type:
+            return ReadyClient
+
         def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
             fresh = super().format_kernel_cmd(extra_arguments)
             return [sys.executable, "-m", "polarcatalog.runner.warm_kernel", "client", str(path), "--", *fresh]
