@@ -105,3 +105,28 @@ def test_code_manifests_without_a_stamp_is_refused_before_any_work(tmp_path):
     out = subprocess.run([sys.executable, "-m", "polarcatalog.cli.main", "check-params", "--no-device",
                           "--code-manifests", str(tmp_path / "code")], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 2 and "--code-manifests goes with --stamp" in out.stderr and not (tmp_path / "code").exists()
+
+
+def test_a_files_imports_are_kept_by_its_content_and_an_edit_is_parsed_again(tmp_path):
+    """The `check` stage forked from the warm process reads the imports of unchanged modules from the parse the warm
+    process did (`code_deps.warm_up`); an edited file has other bytes, so it is parsed again, never served stale."""
+    import ast
+
+    src = tmp_path / "src"
+    (src / "polarcatalog" / "sub").mkdir(parents=True)
+    for name in ("__init__.py", "sub/__init__.py", "sub/a.py", "sub/b.py"):
+        (src / "polarcatalog" / name).write_text("")
+    mod = src / "polarcatalog" / "sub" / "a.py"
+    mod.write_text("import os\nfrom polarcatalog.sub import b\n\ndef f():\n    import polarcatalog.sub  # local\n")
+    modules = code_deps.module_files(src)
+    assert code_deps.file_imports(mod, modules) == code_deps.imported(ast.parse(mod.read_bytes()), modules) == {
+        "polarcatalog.sub.b", "polarcatalog.sub"}
+    mod.write_text("from polarcatalog import sub\n")
+    assert code_deps.file_imports(mod, modules) == {"polarcatalog.sub"}
+
+
+def test_the_warm_up_parses_every_module_of_the_package():
+    code_deps.warm_up()
+    modules = code_deps.module_files(ROOT / "src")
+    digests = {hashlib.sha256(p.read_bytes()).hexdigest() for p in modules.values()}
+    assert digests <= code_deps._PARSED.keys()

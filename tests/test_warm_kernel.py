@@ -106,6 +106,17 @@ def test_a_forked_runner_passes_on_exit_codes_and_interrupts_and_goes_with_its_c
     failed = subprocess.run([cli, "run-notebook", "fail.ipynb", "out/fail.ipynb"], cwd=tmp_path, capture_output=True,
                             text=True, timeout=300, env=env)
     assert failed.returncode == 1 and "ZeroDivisionError" in failed.stderr, failed.stderr
+    # the `check` stage's command, forked the same way: its message and exit code for a bad value, its stamp for a good one
+    good = (ROOT / "params.yaml").read_text()
+    (tmp_path / "params.yaml").write_text(good.replace("\n  lam: 0.7 ", "\n  lam: 7.0 ", 1))
+    bad = subprocess.run([cli, "check-params", "--stamp", "ok.txt"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert bad.returncode == 2 and "retrieval.lam: Input should be less than or equal to 1" in bad.stderr, bad.stderr
+    assert not (tmp_path / "ok.txt").exists()
+    (tmp_path / "params.yaml").write_text(good)
+    ok = subprocess.run([cli, "check-params", "--stamp", "ok.txt"], cwd=tmp_path, capture_output=True, text=True,
+                        timeout=300, env=env)
+    assert ok.returncode == 0 and (tmp_path / "ok.txt").read_text() == "params.yaml validated\n", ok.stderr
 
     for how, want in ((signal.SIGINT, 128 + signal.SIGINT), (signal.SIGKILL, -signal.SIGKILL)):
         (tmp_path / "pids").unlink(missing_ok=True)

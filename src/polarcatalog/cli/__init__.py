@@ -1,10 +1,11 @@
 """The `polarcatalog` command: `main()` pins the BLAS kernel and thread count (`polarcatalog.numerics`) before numpy
-loads, then runs the command line (`cli.main`); `run-notebook`, which every stage runs, goes straight to its own module."""
+loads, then runs the command line (`cli.main`); `run-notebook`, which every stage runs, goes straight to its own module.
+The two commands DVC runs, `run-notebook` and `check-params`, are forked from the checkout's warm process when one
+serves it (`runner.warm_kernel`): their imports are done there."""
 
 from __future__ import annotations
 
 import sys
-import warnings
 
 
 def main() -> None:
@@ -19,12 +20,10 @@ def main() -> None:
 
         run(sys.argv[2:])
         return
-    from polarcatalog.cli.main import app  # heavy: loads numpy, after the pins
+    if sys.argv[1:2] == ["check-params"]:  # the `check` stage, first in every run: forked like a stage's runner
+        from polarcatalog.runner.run_notebook import run_forked  # heavy: not itself, but after the pins
 
-    warnings.showwarning = _one_line
-    app()
+        run_forked(sys.argv[1:], module="polarcatalog.cli.main")  # returns where no warm process serves yet
+    from polarcatalog.cli.main import run_app  # heavy: loads numpy, after the pins
 
-
-def _one_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, file=None, line=None) -> None:
-    """A warning as the commands print their other messages ("warning: ..."), not Python's file, line and source."""
-    print(f"warning: {message}", file=sys.stderr if file is None else file, flush=True)
+    run_app()

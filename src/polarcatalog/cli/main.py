@@ -6,6 +6,8 @@ import json
 import os
 import shlex
 import subprocess
+import sys
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -355,5 +357,16 @@ def version() -> None:
     typer.echo(__version__)
 
 
-if __name__ == "__main__":
+def run_app() -> None:
+    """The command line, with warnings printed as one line."""
+    warnings.showwarning = _one_line
     app()
+
+
+def _one_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, file=None, line=None) -> None:
+    """A warning as the commands print their other messages ("warning: ..."), not Python's file, line and source."""
+    print(f"warning: {message}", file=sys.stderr if file is None else file, flush=True)
+
+
+if __name__ == "__main__":  # a command forked from the warm process (`polarcatalog.cli.main` as __main__)
+    run_app()

@@ -38,15 +38,46 @@ def module_files(src: Path) -> dict[str, Path]:
 
 def imported(tree: ast.AST, modules: dict[str, Path]) -> set[str]:
     """The package's modules named by the import statements of `tree`, anywhere in it."""
-    out = set()
+    return _resolved(_import_names(tree), modules)
+
+
+def _import_names(tree: ast.AST) -> list[tuple[str, tuple[str, ...]]]:
+    """Each import statement of `tree` as (module, names): `import a.b` -> ("a.b", ()); `from a import b, c` ->
+    ("a", ("b", "c")). Absolute imports only."""
+    out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
+            out += [(a.name, ()) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            for a in node.names:  # `from pkg import submodule` names the submodule
-                sub = f"{node.module}.{a.name}"
-                out.add(sub if sub in modules else node.module)
-    return {m for m in out if m.split(".")[0] == PACKAGE}
+            out.append((node.module, tuple(a.name for a in node.names)))
+    return out
+
+
+def _resolved(names: list[tuple[str, tuple[str, ...]]], modules: dict[str, Path]) -> set[str]:
+    out = set()
+    for module, subs in names:
+        out |= {f"{module}.{a}" if f"{module}.{a}" in modules else module for a in subs} if subs else {module}
+    return {m for m in out if m.split(".")[0] == PACKAGE}  # `from pkg import submodule` names the submodule
+
+
+_PARSED: dict[str, list[tuple[str, tuple[str, ...]]]] = {}  # a source file's import statements, by its bytes' sha256
+
+
+def file_imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """`imported` of a source file, its parse kept by the file's content: the warm process parses the package once
+    (`warm_up`), and the `check` stage forked from it reads every unchanged module's imports from there."""
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest not in _PARSED:
+        _PARSED[digest] = _import_names(ast.parse(data))
+    return _resolved(_PARSED[digest], modules)
+
+
+def warm_up() -> None:
+    """Parse every module of the package this process imported (the checkout's src/, in the warm process)."""
+    modules = module_files(Path(__file__).resolve().parents[2])  # src/polarcatalog/runner/code_deps.py -> src
+    for path in modules.values():
+        file_imports(path, modules)
 
 
 def _with_parents(module: str, modules: dict[str, Path]) -> set[str]:
@@ -66,7 +97,7 @@ def closure(roots: set[str], modules: dict[str, Path], parsed: dict[str, set[str
             continue
         seen.add(mod)
         if mod not in parsed:
-            parsed[mod] = imported(ast.parse(modules[mod].read_bytes()), modules)
+            parsed[mod] = file_imports(modules[mod], modules)
         for target in parsed[mod]:
             todo |= _with_parents(target, modules) - seen
     return seen

@@ -37,13 +37,14 @@ def _kernel_env(root: Path) -> None:
     os.environ.update(stage_env(os.environ))  # machine-independent BLAS (polarcatalog.numerics), whatever the shell set
 
 
-def run_forked(args: list[str]) -> None:
-    """`polarcatalog run-notebook ARGS`, forked from the warm process serving this checkout, which has papermill and
-    Jupyter's client imported (`warm_kernel.run_forked`); returns, having done nothing, when none serves it yet (the
-    first stage of a run, which starts one)."""
+def run_forked(args: list[str], module: str = "polarcatalog.cli.run_notebook_command") -> None:
+    """`polarcatalog run-notebook ARGS` (or `python -m <module> ARGS`: the `check` stage's command), forked from the
+    warm process serving this checkout, which has papermill, Jupyter's client and the params schema imported
+    (`warm_kernel.run_forked`); returns, having done nothing, when none serves it yet (the first stage of a run starts
+    one)."""
     root = Path.cwd().resolve()
     _kernel_env(root)  # the environment the warm process was keyed on
-    warm_kernel.run_forked(root, "polarcatalog.cli.run_notebook_command", args)
+    warm_kernel.run_forked(root, module, args)
 
 
 def run_notebook(notebook: Path, output: Path, parameters: dict[str, Any], root: Path | None = None) -> None:

@@ -62,13 +62,14 @@ SOCKET_VAR = "POLARCATALOG_WARM_SOCKET"  # set for a stage's kernel: where its M
 # set per stage or per shell, and read by no library as it loads: not in the key
 VOLATILE = ("DVC_", "JPY_", SOCKET_VAR, "PWD", "OLDPWD", "_", "SHLVL", "TERM", "COLUMNS", "LINES")
 STALE_S = 7 * 86400  # the files of a warm process unused this long (another code version's) are removed
-# What a stage's setup cell imports (notebooks/*.ipynb), with what ipykernel and the runner (papermill) need, and
-# what a stage or a kernel would otherwise import on first use: ipykernel's debugger (debugpy, 0.2 s of every
-# kernel's start) and pyarrow.dataset (0.16 s, the first parquet read). The stage modules come first, as in a setup
-# cell: those that draw select matplotlib's Agg backend at import, before anything imports pyplot. Every stage module
-# but the bird reference's, which imports torch (a forked child may not share a parent's torch state). A module here
-# that has a `warm_up()` gets it called once, after its import: work every child would otherwise repeat (the MLflow
-# companion's HTML templates, compiled on first use).
+# What a stage's setup cell imports (notebooks/*.ipynb), with what ipykernel, the runner (papermill) and the `check`
+# stage's command (cli.main) need, and what a stage or a kernel would otherwise import on first use: ipykernel's
+# debugger (debugpy, 0.2 s of every kernel's start) and pyarrow.dataset (0.16 s, the first parquet read). The stage
+# modules come first, as in a setup cell: those that draw select matplotlib's Agg backend at import, before anything
+# imports pyplot. Every stage module but the bird reference's, which imports torch (a forked child may not share a
+# parent's torch state). A module here that has a `warm_up()` gets it called once, after its import: work every child
+# would otherwise repeat (the MLflow companion's HTML templates, compiled on first use; the parse of every module of
+# the package, which `check` reads to write the stages' code manifests).
 PRELOAD = ("polarcatalog.stages.fetch", "polarcatalog.stages.curate", "polarcatalog.stages.embed",
            "polarcatalog.stages.retrieve", "polarcatalog.stages.kg", "polarcatalog.stages.ablate",
            "polarcatalog.stages.graph", "polarcatalog.stages.memory_quality", "polarcatalog.stages.report",
@@ -76,7 +77,8 @@ PRELOAD = ("polarcatalog.stages.fetch", "polarcatalog.stages.curate", "polarcata
            "polarcatalog.runner.tracking", "polarcatalog.features.workspace", "polarcatalog.from_params",
            "polarcatalog.retrieval.query_side", "seaborn", "pandas", "pyarrow.parquet", "pyarrow.dataset",
            "IPython.display", "ipykernel.kernelapp", "ipykernel.debugger", "polarcatalog.runner.tracking_companion",
-           "nbconvert", "polarcatalog.cli.run_notebook_command", "papermill", "jupyter_client.manager")
+           "nbconvert", "polarcatalog.cli.run_notebook_command", "papermill", "jupyter_client.manager",
+           "polarcatalog.cli.main", "polarcatalog.runner.code_deps")
 
 
 def enabled() -> bool:
