@@ -19,6 +19,7 @@ from tests.conftest import ROOT
 
 SRC = ROOT / "src"
 LAYERS: list[list[str]] = [
+    ["polarcatalog.parallel"],
     ["polarcatalog.paths", "polarcatalog.io", "polarcatalog.device", "polarcatalog.vectors", "polarcatalog.progress",
      "polarcatalog.numerics"],
     ["polarcatalog.content_cache"],

@@ -15,6 +15,8 @@ from typing import Iterable, Iterator, TypeVar
 from tqdm import tqdm as text_tqdm
 from tqdm.auto import tqdm as auto_tqdm
 
+from polarcatalog.parallel import in_child
+
 T = TypeVar("T")
 
 
@@ -36,7 +38,7 @@ def say(message: str) -> None:
 def progress(steps: Iterable[T], total: int, desc: str, unit: str = "it", weights: Iterable[int] | None = None,
              disable: bool = False, mininterval: float = 5.0) -> Iterator[T]:
     """Yield `steps`, advancing by each step's weight (e.g. the images in a batch; default 1) out of `total`."""
-    if disable:
+    if disable or in_child():  # a fork_map child draws nothing: its parent's streams are not its own
         yield from steps
         return
     bars = [auto_tqdm(total=total, desc=desc, unit=unit)]

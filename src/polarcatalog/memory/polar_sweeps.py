@@ -6,6 +6,7 @@ per query group, with CIs)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -19,6 +20,7 @@ from polarcatalog.memory.inputs import GraphInputs
 from polarcatalog.memory.memories import Memory, density_matched_random, oracle_memory, pad_concepts
 from polarcatalog.memory.propose import Proposer, ProposerSpec, create_proposer, proposal_recall
 from polarcatalog.memory.verifiers import Scores
+from polarcatalog.parallel import fork_calls
 
 
 @dataclass
@@ -75,27 +77,35 @@ def constraint_axis(setup: PolarSetup, strengths: list[Strength], protocol: Prot
     oracle and random controls, every strength, each beside the do-nothing baseline (`none`) as a paired test
     difference (`Δ <metric> vs none`); then the configured strength with the query image's own verified concepts as
     extra constraints."""
-    rows = []
     controls = setup.controls()
     none = Strength.parse("none")
-    for set_name, cq in (("primary: catalog look-alikes", setup.queries), ("secondary: ranking look-alikes", setup.secondary)):
+
+    def memory_rows(set_name: str, cq: ConstrainedQueries, mem_name: str, memory: Memory) -> list[dict]:
         pq = protocol.take(cq.rows)
-        for mem_name, memory in controls.items():
-            results = setup.evaluate(cq, memory, [none, *[s for s in strengths if s != none]])
-            baseline = results[0][1]
-            for label, values in results:
-                if label == none.label() and none not in strengths:
-                    continue
-                rows += long_rows(pq, values, set=set_name, memory=mem_name, strength=label)
-                for metric in (m for m in values if m.endswith("(ground truth)") or m == "target mRR@1"):
-                    rows += difference_rows(pq, values[metric], baseline[metric], f"Δ {metric} vs none", groups=("all",), set=set_name,
-                                            memory=mem_name, strength=label)
+        rows = []
+        results = setup.evaluate(cq, memory, [none, *[s for s in strengths if s != none]])
+        baseline = results[0][1]
+        for label, values in results:
+            if label == none.label() and none not in strengths:
+                continue
+            rows += long_rows(pq, values, set=set_name, memory=mem_name, strength=label)
+            for metric in (m for m in values if m.endswith("(ground truth)") or m == "target mRR@1"):
+                rows += difference_rows(pq, values[metric], baseline[metric], f"Δ {metric} vs none", groups=("all",), set=set_name,
+                                        memory=mem_name, strength=label)
+        return rows
+
     configured = next(iter(controls))
-    extra = query_image_concepts(setup.scores.query, setup.proposer, setup.kappa)
-    for label, values in setup.evaluate(setup.queries, controls[configured], [setup.strength], extra):
-        rows += long_rows(protocol.take(setup.queries.rows), values, set="primary: catalog look-alikes", memory=configured,
-                          strength=f"{label} + query-image concepts")
-    return pd.DataFrame(rows)
+
+    def query_image_rows() -> list[dict]:
+        extra = query_image_concepts(setup.scores.query, setup.proposer, setup.kappa)
+        return [row for label, values in setup.evaluate(setup.queries, controls[configured], [setup.strength], extra)
+                for row in long_rows(protocol.take(setup.queries.rows), values, set="primary: catalog look-alikes",
+                                     memory=configured, strength=f"{label} + query-image concepts")]
+
+    sets = (("primary: catalog look-alikes", setup.queries), ("secondary: ranking look-alikes", setup.secondary))
+    calls = [partial(memory_rows, set_name, cq, mem_name, memory) for set_name, cq in sets for mem_name, memory in controls.items()]
+    # each (set, memory) is scored on its own: the machine's other core takes half of them (`fork_calls`)
+    return pd.DataFrame([row for rows in fork_calls(*calls, query_image_rows) for row in rows])
 
 
 def coverage_axis(setup: PolarSetup, specs: list[ProposerSpec], protocol: Protocol) -> pd.DataFrame:
@@ -113,8 +123,9 @@ def coverage_axis(setup: PolarSetup, specs: list[ProposerSpec], protocol: Protoc
     settings.append((f"{configured} + critical completion", setup.proposer, True))
     pq = protocol.take(cq.rows)
     cand, concepts = setup.asked(cq)
-    rows = []
-    for label, proposer, completion in settings:
+
+    def setting_rows(label: str, proposer: Proposer, completion: bool) -> list[dict]:
+        rows = []
         g = setup.graph(proposer)
         memory = g.memory(inputs.species_ids, setup.kappa, completion)
         (_, values), = setup.evaluate(cq, memory, [setup.strength])
@@ -130,4 +141,7 @@ def coverage_axis(setup: PolarSetup, specs: list[ProposerSpec], protocol: Protoc
                             "HAS precision": eq["has_precision"], "HAS recall": eq["has_recall"],
                             "NOT_HAS precision": eq["not_has_precision"], "NOT_HAS recall": eq["not_has_recall"]},
                            len(g.proposed), setting=label)
-    return pd.DataFrame(rows)
+        return rows
+
+    # each setting builds and scores its own memory: the machine's other core takes half of them (`fork_calls`)
+    return pd.DataFrame([row for rows in fork_calls(*(partial(setting_rows, *s) for s in settings)) for row in rows])

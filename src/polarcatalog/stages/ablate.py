@@ -33,6 +33,7 @@ from polarcatalog.memory import polar_report
 from polarcatalog.memory.constraints import Strength
 from polarcatalog.memory.propose import ProposerSpec
 from polarcatalog.memory.polar_sweeps import constraint_axis, coverage_axis
+from polarcatalog.parallel import fork_map
 from polarcatalog.reader.accuracy import reader_rows
 from polarcatalog.reader.answers import SpeciesMatcher
 from polarcatalog.reader.mllm import MLLMReader
@@ -126,9 +127,11 @@ def _bridge(s: Sweep) -> pd.DataFrame:
     index = {int(x): i for i, x in enumerate(ids)}
     gold = np.array([index.get(int(x), -1) for x in s.gold])
     links = species_links(read_triples(s.triples_path), ids, kp.links)
-    rows, _ = bridge_rows(base, answer, gold, links, s.params.retrieval.k, s.params.ablations.bridge, kp.hops,
-                          s.protocol, splits=("dev", "test"), systems=("+KGret", "budget-matched"))
-    return rows
+    # one budget at a time, the machine's other core taking half of them (`fork_map`): each budget's rows are its own
+    parts = fork_map(lambda b: bridge_rows(base, answer, gold, links, s.params.retrieval.k, [b], kp.hops, s.protocol,
+                                           splits=("dev", "test"), systems=("+KGret", "budget-matched"))[0],
+                     s.params.ablations.bridge)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
 def _plain(v: Any) -> Any:

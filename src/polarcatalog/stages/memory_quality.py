@@ -29,6 +29,7 @@ from polarcatalog.memory.constraints import Strength  # noqa: E402
 from polarcatalog.memory.memories import QUALITY, Memory, degraded_memory, edge_quality  # noqa: E402
 from polarcatalog.memory.polar_sweeps import PolarSetup  # noqa: E402
 from polarcatalog.memory.verifiers import ProbeVerifier  # noqa: E402
+from polarcatalog.parallel import fork_map  # noqa: E402
 from polarcatalog.paths import FEATURE_CACHE  # noqa: E402
 
 # the levers' probe scores, kept by content beside the feature vectors (`make clean-features` empties both): a rerun
@@ -70,12 +71,16 @@ def quality_curve(setup: PolarSetup, strengths: list[Strength], protocol: Protoc
     start = {k: edge_quality(configured, cand, concepts, truth)[k] for k in QUALITY}
     pq = protocol.take(cq.rows)
     metrics = (ACCURACY, f"Conflict@{setup.k} (ground truth)", "Filter rate (ground truth)")
-    rows: list[dict[str, Any]] = []
 
-    def add(memory: Memory, **ids: Any) -> None:
+    def point_rows(point: tuple[str, float, dict[str, float] | None]) -> list[dict[str, Any]]:
+        """The rows of one point: its memory (the configured one, or drawn to the point's quality), scored."""
+        path, t, quality = point
+        memory = configured if quality is None else calibrated_memory(truth, quality, cand, concepts, seed)
+        ids = {"path": path, "t": t}
         measured = edge_quality(memory, cand, concepts, truth)
         results = dict(setup.evaluate(cq, memory, strengths))
         none = results[Strength.parse("none").label()][ACCURACY]
+        rows: list[dict[str, Any]] = []
         for label, values in results.items():
             rows.extend(long_rows(pq, {m: values[m] for m in metrics}, strength=label, **ids,
                                   **{k: round(measured[k], 4) for k in QUALITY}))
@@ -83,13 +88,15 @@ def quality_curve(setup: PolarSetup, strengths: list[Strength], protocol: Protoc
             rows.append({"strength": label, **ids, **{k: round(measured[k], 4) for k in QUALITY}, "split": "test",
                          "queries": "all", "metric": f"Δ {ACCURACY} vs none", "value": diff.value, "ci_low": diff.ci_low,
                          "ci_high": diff.ci_high, "n": diff.n})
+        return rows
 
-    add(configured, path="configured memory", t=0.0)
+    points: list[tuple[str, float, dict[str, float] | None]] = [("configured memory", 0.0, None)]
     for path, keys in PATHS.items():
         for t in np.linspace(0.0, 1.0, steps):
             quality = {k: start[k] + t * (1.0 - start[k]) if k in keys else start[k] for k in QUALITY}
-            add(calibrated_memory(truth, quality, cand, concepts, seed), path=path, t=round(float(t), 4))
-    return pd.DataFrame(rows), start
+            points.append((path, round(float(t), 4), quality))
+    # every point is drawn from its own seed and scored alone: the machine's other core takes half of them
+    return pd.DataFrame([row for rows in fork_map(point_rows, points) for row in rows]), start
 
 
 def kappa_sensitivity(setup: PolarSetup, kappas: list[float], protocol: Protocol) -> pd.DataFrame:
