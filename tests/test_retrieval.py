@@ -347,7 +347,7 @@ def test_the_bridge_cross_fit_is_scikit_learns_ridge_to_the_bit():
 
 
 def test_species_means_sum_each_species_rows_in_row_order_to_the_bit():
-    """The per-species sums by bincount must be np.add.at's, bit for bit (every committed catalog used them)."""
+    """The per-species sums (a 0/1 sparse product) must be np.add.at's, bit for bit (every committed catalog used them)."""
     from polarcatalog.retrieval.vrrag import species_means
     from polarcatalog.vectors import l2_normalise
 
