@@ -358,3 +358,17 @@ def test_species_means_sum_each_species_rows_in_row_order_to_the_bit():
     np.add.at(sums, owner, vectors)
     expected = l2_normalise(sums / np.maximum(np.bincount(owner, minlength=70), 1)[:, None])
     assert species_means(vectors, owner, 70).tobytes() == expected.tobytes()
+
+
+def test_group_sums_are_np_add_at_to_the_bit_for_any_dtype_and_empty_groups():
+    """`vectors.group_sums` (species means, the catalog look-alikes) must add in np.add.at's order."""
+    from polarcatalog.vectors import group_sums
+
+    rng = np.random.default_rng(2)
+    for dtype in (np.float32, np.float64):
+        x = (rng.normal(size=(400, 17)) * 10.0 ** rng.integers(-3, 4, (400, 1))).astype(dtype)
+        group = rng.integers(0, 50, 400)  # groups 50..59 stay empty
+        expected = np.zeros((60, 17))
+        np.add.at(expected, group, x)
+        assert group_sums(x, group, 60).tobytes() == expected.tobytes()
+    assert group_sums(np.zeros((3, 0)), np.array([0, 1, 1]), 2).shape == (2, 0)

@@ -28,7 +28,7 @@ from polarcatalog.memory.constraints import CONFLICT, NEUTRAL, Strength, reorder
 from polarcatalog.memory.memories import Memory, oracle_memory, states
 from polarcatalog.memory.partition import partition
 from polarcatalog.memory.propose import Proposer
-from polarcatalog.vectors import l2_normalise
+from polarcatalog.vectors import group_sums, l2_normalise
 
 CONSTRAINT_GROUPS = ("type", "colour", "shape")
 
@@ -70,8 +70,7 @@ def make_constrained_queries(target: np.ndarray, cand: np.ndarray, truth: np.nda
 def catalog_neighbours(anchor_x: np.ndarray, anchor_species: np.ndarray, n_species: int, n: int = 10) -> np.ndarray:
     """[S, n] each catalog species' nearest other species by artwork similarity (cosine of the species' mean anchor
     features): the look-alikes a constrained query's Q− is drawn from, without looking at any ranking that is scored."""
-    sums = np.zeros((n_species, anchor_x.shape[1]))
-    np.add.at(sums, anchor_species, anchor_x)
+    sums = group_sums(anchor_x, anchor_species, n_species)
     means = l2_normalise(sums - sums.mean(0))
     sim = means @ means.T
     np.fill_diagonal(sim, -np.inf)

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import sparse
 
 from polarcatalog import vectors
 from polarcatalog.content_cache import ContentCache
@@ -31,17 +30,12 @@ from polarcatalog.eval import splits
 from polarcatalog.eval.splits import species_folds
 from polarcatalog.index import build_index, search
 from polarcatalog.retrieval.hubness import csls_penalty
-from polarcatalog.vectors import l2_normalise
+from polarcatalog.vectors import group_sums, l2_normalise
 
 
 def species_means(vectors: np.ndarray, owner: np.ndarray, n_species: int) -> np.ndarray:
     """Mean of each species' anchor vectors (1/K sum_i g(a_i)), l2-normalised."""
-    # A 0/1 species-by-anchor matrix times the vectors in float64: scipy adds each species' rows in row order, as
-    # np.add.at and a column-by-column bincount do (the same bits; tests/test_retrieval.py), in one pass over the rows.
-    v = np.asarray(vectors, np.float64)
-    owner = np.asarray(owner)
-    member = sparse.csr_matrix((np.ones(len(owner)), (owner, np.arange(len(owner)))), shape=(n_species, len(owner)))
-    sums = member @ v if v.shape[1] else np.zeros((n_species, 0))
+    sums = group_sums(vectors, owner, n_species)
     counts = np.bincount(owner, minlength=n_species)[:, None]
     return l2_normalise(sums / np.maximum(counts, 1))
 
