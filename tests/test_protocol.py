@@ -102,3 +102,21 @@ def test_resampled_means_are_the_per_cluster_sums_in_query_order_to_the_bit():
     for b in (boot, boot.subset(rng.random(700) < 0.6)):
         for v in (values, values[:, 1].copy(), rng.random(700)):
             assert b.means(v).tobytes() == _means_by_add_at(b, v).tobytes()
+
+
+def test_the_resampled_counts_are_kept_per_pattern_and_give_a_fresh_bootstraps_bits():
+    """Every metric of one split and query group draws the same counts: their product with the weights is kept by
+    the counts' bytes and shared by every subset and take of one bootstrap; an interval is the same to the bit as
+    from a bootstrap that never saw another metric, NaN patterns included."""
+    rng = np.random.default_rng(3)
+    clusters = rng.integers(0, 90, 600)
+    boot = Bootstrap.over(clusters, resamples=300, seed=1)
+    values = [rng.random(600) for _ in range(6)] + [np.where(rng.random(600) < 0.2, np.nan, rng.random(600))]
+    mask = rng.random(600) < 0.5
+    for v in values:
+        fresh = Bootstrap.over(clusters, resamples=300, seed=1)
+        assert boot.subset(mask).interval(v) == fresh.subset(mask).interval(v)
+        assert boot.take(np.flatnonzero(mask)).interval(v[mask]) == fresh.subset(mask).interval(v)
+    cache = boot.__dict__["_counts_cache"]
+    assert boot.subset(~mask).__dict__["_counts_cache"] is cache and boot.take(np.arange(5)).__dict__["_counts_cache"] is cache
+    assert len(cache) == 2  # the complete values' counts (subset and take alike), the NaN values' counts

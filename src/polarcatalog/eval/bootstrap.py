@@ -57,11 +57,35 @@ class Bootstrap:
             object.__setattr__(self, "_weights_f64", cached)  # a frozen dataclass: a cache, not a field
         return cached
 
+    def _resampled_counts(self, counts: np.ndarray) -> np.ndarray:
+        """`weights @ counts`: how many defined values each resample draws. Every metric of a table with the same
+        queries defined (one split, one query group) has the same counts, so the product is kept by the counts' bytes
+        and computed once per pattern (the same expression, so the same bits), not once per metric."""
+        cache = self.__dict__.get("_counts_cache")
+        if cache is None:
+            cache = {}
+            object.__setattr__(self, "_counts_cache", cache)
+        key = (counts.dtype.str, counts.shape, counts.tobytes())
+        if key not in cache:
+            if len(cache) >= 4096:  # a long sweep's patterns: bounded memory
+                cache.clear()
+            cache[key] = self._float_weights() @ counts
+        return cache[key]
+
     def subset(self, mask: np.ndarray) -> "Bootstrap":
         """The same resamples restricted to some queries (a split, a query group): clusters keep their weights."""
-        sub = Bootstrap(np.where(mask, self.clusters, -1), self.weights, self.level)
-        object.__setattr__(sub, "_weights_f64", self._float_weights())  # the same resamples: one float copy
-        return sub
+        return self._sharing(np.where(mask, self.clusters, -1))
+
+    def take(self, rows: np.ndarray) -> "Bootstrap":
+        """The same resamples over some of the queries, in `rows`' order (e.g. the constrained ones)."""
+        return self._sharing(self.clusters[rows])
+
+    def _sharing(self, clusters: np.ndarray) -> "Bootstrap":
+        """Another query set on the same resamples: one float copy of the weights and one count cache for all."""
+        other = Bootstrap(clusters, self.weights, self.level)
+        object.__setattr__(other, "_weights_f64", self._float_weights())
+        object.__setattr__(other, "_counts_cache", self.__dict__.setdefault("_counts_cache", {}))
+        return other
 
     def means(self, values: np.ndarray) -> np.ndarray:
         """[B, M] resampled means of `values` [Q, M] (or [Q] -> [B]); queries outside this bootstrap's subset and
@@ -77,8 +101,7 @@ class Bootstrap:
         held = np.where(keep, v, 0.0)
         sums = np.stack([np.bincount(cl, held[:, m], minlength=C) for m in range(v.shape[1])], axis=1)
         counts = np.stack([np.bincount(cl, keep[:, m], minlength=C) for m in range(v.shape[1])], axis=1)
-        weights = self._float_weights()
-        num, den = weights @ sums, weights @ counts
+        num, den = self._float_weights() @ sums, self._resampled_counts(counts)
         out = np.divide(num, den, out=np.full(num.shape, np.nan), where=den > 0)
         return out[:, 0] if flat else out
 

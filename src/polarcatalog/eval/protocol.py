@@ -25,7 +25,7 @@ class Protocol:
 
     def take(self, rows: np.ndarray) -> "Protocol":
         """The protocol of a subset of the queries (e.g. the constrained ones), same resamples."""
-        return Protocol(self.split[rows], self.groups[rows], Bootstrap(self.boot.clusters[rows], self.boot.weights, self.boot.level))
+        return Protocol(self.split[rows], self.groups[rows], self.boot.take(rows))
 
     def mask(self, split: str, group: str = "all") -> np.ndarray:
         m = self.split == split
