@@ -141,10 +141,13 @@ def memory_levers(setup: PolarSetup, graph: Graph, levers: list[str], protocol: 
                 **{f"dev {label}": round(100 * pq.mean(values[ACCURACY], "dev"), 1) for label, values in results.items()},
                 "_hit": results[configured][ACCURACY]}
 
-    rows = [row("as configured", setup)]
-    for spec in levers:
+    def lever_row(spec: str | None) -> dict[str, Any]:
+        if spec is None:
+            return row("as configured", setup)
         g = graph.model_copy(update=probe_lever(spec))
-        rows.append(row(spec, replace(setup, scores=ProbeVerifier(g.probe_folds, g.probe_c, g.seed, g.probe_dim, PROBE_CACHE).score(setup.inputs))))
+        return row(spec, replace(setup, scores=ProbeVerifier(g.probe_folds, g.probe_c, g.seed, g.probe_dim, PROBE_CACHE).score(setup.inputs)))
+
+    rows = fork_map(lever_row, [None, *levers])  # each lever refits (or reads back) its own probe: half on the other core
     for r in rows:
         r["dev gain"] = pq.difference(r["_hit"], rows[0]["_hit"], "dev").record("dev") | {"strength": configured}
     return pd.DataFrame(rows).drop(columns="_hit")
