@@ -62,7 +62,7 @@ def test_a_forked_kernel_has_the_imports_and_the_stages_own_folder_environment_a
                                                  "runner-fresh", "3", "ping", "False", "__main__"], fresh
     first = _run(tmp_path, "1")  # starts the warm process; fresh while its imports run, forked once they are done
     deadline = time.monotonic() + 120
-    while first[0] != "preloaded" and time.monotonic() < deadline:
+    while (first[0] != "preloaded" or "runner-forked" not in first) and time.monotonic() < deadline:  # both forked
         time.sleep(1)
         first = _run(tmp_path, "1")
     warm = [first, _run(tmp_path, "1")]
@@ -188,14 +188,15 @@ def test_the_socket_is_private_to_its_user(tmp_path, monkeypatch):
 def test_the_preload_starts_no_thread_and_imports_no_torch():
     """What a fork may copy: modules, not threads (a child would hold a lock a vanished thread took) nor torch's
     thread pools or a CUDA context (a GPU profile's stage initialises CUDA in its own kernel)."""
-    code = ("import sys, threading\nfrom polarcatalog.runner import tracking_companion, warm_kernel\n"
+    code = ("import gc, sys, threading\nfrom polarcatalog.runner import tracking_companion, warm_kernel\n"
             "warm_kernel.preload()\n"
             "print(threading.active_count(), 'torch' in sys.modules, 'onnxruntime' in sys.modules,\n"
-            "      tracking_companion._html_exporter.cache_info().currsize)")
+            "      tracking_companion._html_exporter.cache_info().currsize, gc.get_freeze_count() > 100000)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr
-    # the last: the companion's HTML exporter was built (and its templates compiled) here, for every child to inherit
-    assert out.stdout.split() == ["1", "False", "False", "1"], out.stdout
+    # then: the companion's HTML exporter was built (and its templates compiled) here, for every child to inherit; and
+    # the preloaded heap is frozen, so that no child's garbage collection copies it
+    assert out.stdout.split() == ["1", "False", "False", "1", "True"], out.stdout
 
 
 def test_the_runners_client_retries_soon_and_is_ready_as_a_kernel_answers(tmp_path):
