@@ -334,3 +334,6 @@ def test_top_by_score_is_the_first_k_of_a_stable_sort_on_rows_full_of_ties():
         order = np.argsort(-s, axis=1, kind="stable")[:, :k]
         expected = np.where(np.isfinite(np.take_along_axis(s, order, 1)), order, -1)
         assert np.array_equal(top_by_score(scores, k), expected), (n, width, k)
+        # a shorter list is a prefix of a longer one (the bridge sweep ranks the base once and slices it per budget)
+        j = int(rng.integers(0, k + 1))
+        assert np.array_equal(top_by_score(scores, k)[:, :j], top_by_score(scores, j)), (n, width, k, j)

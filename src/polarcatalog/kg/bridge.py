@@ -74,12 +74,14 @@ def _reach(top: np.ndarray, links: sparse.csr_matrix) -> np.ndarray:
     return np.asarray((pick @ links).todense()) > 0
 
 
-def kgret(scores: np.ndarray, k: int, links: sparse.csr_matrix, budget: int, hops: int = 1) -> Bridged:
+def kgret(scores: np.ndarray, k: int, links: sparse.csr_matrix, budget: int, hops: int = 1,
+          top: np.ndarray | None = None) -> Bridged:
     """`scores` [n, S]: the base retriever's score of every catalog species (-inf: not scored); `links` [S, S] from
-    `KnowledgeGraph.links`. Bridged species are never already in the top-k, never repeated, at most `budget`."""
+    `KnowledgeGraph.links`. Bridged species are never already in the top-k, never repeated, at most `budget`. `top`:
+    `top_by_score(scores, k)` when the caller has it (a sweep over budgets ranks the base scores once)."""
     if budget < 0 or hops not in (1, 2):
         raise ValueError(f"bridge budget {budget} (>= 0) and hops {hops} (1 or 2)")
-    top = top_by_score(scores, k)
+    top = top_by_score(scores, k) if top is None else top
     reach = _reach(top, links)
     if hops == 2:
         reach |= _reach(top_by_score(np.where(reach, scores, -np.inf), reach.shape[1]), links)

@@ -36,7 +36,10 @@ def bridge_rows(base: np.ndarray, answer: np.ndarray, gold: np.ndarray, links: s
     `gold` [Q] catalog index (-1: not in the catalog); `leaked` [Q]: queries whose label can be had by lookup (a copy
     of a catalog image), reported with and without. `prefix` names the systems of a second base (`re-ranked: ` when
     `base` is the answerer's own scores: +KGret bridging from the re-ranked top-k)."""
-    top = top_by_score(base, k)
+    # the base ranked once, as deep as the largest budget-matched list: every top-(k+B) is a prefix of it (a stable
+    # order), so each budget slices it instead of ranking the base again
+    ranked = top_by_score(base, k + max(budgets, default=0))
+    top = ranked[:, :k]
     short = deficit(top, gold)
     strata = {"all queries": np.arange(len(gold)), "evidence deficit": np.flatnonzero(short),
               "no deficit": np.flatnonzero(~short)}
@@ -44,9 +47,9 @@ def bridge_rows(base: np.ndarray, answer: np.ndarray, gold: np.ndarray, links: s
         strata["without catalog copies"] = np.flatnonzero(~leaked)
     rows, lists = [], {}
     for b in budgets:
-        bridged = kgret(base, k, links, b, hops)
+        bridged = kgret(base, k, links, b, hops, top=top)
         lists[b] = bridged
-        finals = {"baseline": top, "budget-matched": budget_matched(base, k, b), "+KG": top, "+KGret": bridged.candidates}
+        finals = {"baseline": top, "budget-matched": ranked[:, :k + b], "+KG": top, "+KGret": bridged.candidates}
         for name in systems:
             final = finals[name]
             values = evidence_values(final, answer, gold, k)
@@ -67,7 +70,7 @@ def paired_gain(base: np.ndarray, answer: np.ndarray, gold: np.ndarray, links: s
     sets keep the top-k, so their completeness is equal by construction and no difference is computed."""
     top = top_by_score(base, k)
     short = deficit(top, gold)
-    ours = evidence_values(kgret(base, k, links, budget, hops).candidates, answer, gold, k)[metric]
+    ours = evidence_values(kgret(base, k, links, budget, hops, top=top).candidates, answer, gold, k)[metric]
     ctrl = evidence_values(budget_matched(base, k, budget), answer, gold, k)[metric]
     out = {}
     for set_name, mask in (("all queries", np.ones(len(gold), bool)), ("evidence deficit", short)):

@@ -123,7 +123,7 @@ def _coverage(s: Sweep) -> pd.DataFrame:
 def _bridge(s: Sweep) -> pd.DataFrame:
     """+KGret against its budget-matched control at every B (the graph-RAG paper's budget of two chunks, varied)."""
     kp = s.params.kg
-    base, answer, ids = species_scores(Retriever.build(s.ws, s.params.retrieval))
+    base, answer, ids = species_scores(Retriever.build(s.ws, s.params.retrieval, s.vr.catalog))  # the sweep's catalog
     index = {int(x): i for i, x in enumerate(ids)}
     gold = np.array([index.get(int(x), -1) for x in s.gold])
     links = species_links(read_triples(s.triples_path), ids, kp.links)

@@ -107,15 +107,17 @@ def kappa_sensitivity(setup: PolarSetup, kappas: list[float], protocol: Protocol
     cand, concepts = setup.asked(cq)
     pq = protocol.take(cq.rows)
     strengths = list(dict.fromkeys([Strength.parse("none"), setup.strength, Strength.parse("hard")]))
-    rows = []
-    for kappa in kappas:
-        memory = setup.graph(setup.proposer).memory(setup.inputs.species_ids, kappa, setup.completion)
+    graph = setup.graph(setup.proposer)
+
+    def at(kappa: float) -> dict[str, Any]:
+        memory = graph.memory(setup.inputs.species_ids, kappa, setup.completion)
         quality = edge_quality(memory, cand, concepts, setup.inputs.truth)
         row = {"κ": kappa, **{k.replace("_", " "): round(100 * quality[k], 1) for k in QUALITY}}
         for label, values in setup.evaluate(cq, memory, strengths):
             row[f"dev {label}"] = round(100 * pq.mean(values[ACCURACY], "dev"), 1)
-        rows.append(row)
-    return pd.DataFrame(rows)
+        return row
+
+    return pd.DataFrame(fork_map(at, kappas))  # each κ rebuilds its own memory: half on the other core
 
 
 def memory_levers(setup: PolarSetup, graph: Graph, levers: list[str], protocol: Protocol) -> pd.DataFrame:
