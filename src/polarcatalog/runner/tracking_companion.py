@@ -103,7 +103,7 @@ def warm_up() -> None:
     """Render a small notebook with every kind of output a stage notebook has (a highlighted code cell, a stream, a
     table as HTML, a figure, Markdown), so that templates, lexers and sanitiser are loaded and compiled: the warm
     process calls this before it forks any companion (`runner.warm_kernel`), and a companion's first render, inside
-    the `finish()` a stage waits for, costs the notebook's own size only (about 0.25 s less)."""
+    the `finish()` a stage waits for, costs only what the notebook's own size does."""
     nbformat = import_nbformat()
     v4 = nbformat.v4
     outputs = [v4.new_output("stream", name="stderr", text="progress\n"),

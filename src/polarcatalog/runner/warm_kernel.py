@@ -160,9 +160,9 @@ def preload() -> None:
     """What the warm process does before it forks anything: the imports of PRELOAD, the `warm_up()` of those that
     have one (work every child would otherwise repeat), then `gc.freeze()`. A child shares its parent's memory until
     it writes to a page; the cyclic garbage collector writes to every object it traverses, so a child's first full
-    collection copied the whole preloaded heap, page by page: a quarter of a second, at a moment no code chose (one
-    `isinstance` in papermill's bookkeeping, measured). Frozen objects are never traversed (the pre-fork servers' use
-    of `gc.freeze`), and modules, classes and functions are not garbage anyway."""
+    collection copied the whole preloaded heap, page by page, at a moment no code chose (in a forked runner: inside
+    papermill's bookkeeping between two cells). Frozen objects are never traversed (the pre-fork servers' use of
+    `gc.freeze`), and modules, classes and functions are not garbage anyway."""
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")  # what ipykernel sets
     import_nbformat()  # first, as every process that reads notebooks does (runner/nbfile.py)
     for name in PRELOAD:
@@ -398,11 +398,11 @@ def kernel_manager_class(path: Path) -> type:
     from traitlets import default
 
     class ReadyClient(AsyncKernelClient):
-        """A forked kernel listens within about 60 ms, and jupyter_client's client would still wait about 0.3 s for
-        it: its sockets first connect before the kernel listens and retry only every 100 ms, and after the kernel's
-        first reply it waits for 0.2 s of silence on IOPub. Here they retry every `RECONNECT_MS` and the silence is
-        `IOPUB_QUIET_S`: a start-up message that comes later answers no request of the run, and nbclient reads only
-        the messages that answer its own requests."""
+        """A forked kernel listens almost at once, and jupyter_client's client would still wait for it: its sockets
+        first connect before the kernel listens and retry only every 100 ms (ZeroMQ's default), and after the
+        kernel's first reply it waits for 0.2 s of silence on IOPub. Here they retry every `RECONNECT_MS` and the
+        silence is `IOPUB_QUIET_S`: a start-up message that comes later answers no request of the run, and nbclient
+        reads only the messages that answer its own requests."""
 
         def _context_default(self) -> zmq.asyncio.Context:
             self._created_context = True
