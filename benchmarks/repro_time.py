@@ -202,7 +202,7 @@ def main() -> None:
         f"\n\n**Total: {total / 60:.1f} min** ({total:.0f} s). A no-op `dvc repro` afterwards: {noop:.1f} s.\n\n"
         f"## A one-value experiment: `{meta['experiment']}`\n\n"
         "In the same clone, right after: the researcher's loop of changing one value and rerunning what reads it, on "
-        "the features the cold run cached. Run twice, one after the other, another λ each time: first with a fresh "
+        "the features the cold run cached, another λ each run: first with a fresh "
         f"kernel per stage (`POLARCATALOG_WARM_KERNEL=0 dvc {meta['experiment_fresh_kernels']}`), then as configured, "
         "each stage's runner (papermill), kernel and MLflow companion forked from a process that has done their "
         "imports (`runner/warm_kernel.py`; it starts with the first stage, so its start is in the first run), "
