@@ -10,9 +10,10 @@ computed in the child has the bits it would have here.
 Fork, not spawn: the child has the parent's imports and data at the cost of a fork, and `fn` may be a closure
 (nothing is pickled on the way in); its results come back pickled through a pipe from that child (never data from
 outside). A kernel's stdout and stderr belong to ipykernel's IOPub thread, which a forked child does not have: the
-child writes nothing there (its streams go to /dev/null, `polarcatalog.progress` draws nothing in it) and leaves with
-`os._exit`, running no interpreter teardown and no garbage collection (which would copy the parent's heap). `fn` must not draw figures or touch a faiss index (OpenMP's thread pool
-does not survive a fork); the points mapped here are numpy and pandas only.
+child writes nothing there (its streams go to /dev/null, `polarcatalog.progress` draws nothing in it), collects no
+garbage (a collection would write to, and so copy, every page of the parent's heap it traverses) and leaves with
+`os._exit`, running no interpreter teardown. `fn` must not draw figures, touch a faiss index (OpenMP's thread pool
+does not survive a fork) or a GPU; the points mapped here are numpy and pandas only.
 
 Sequential (everything here) with POLARCATALOG_PARALLEL=0, on one core, without fork, or for fewer than two items.
 """

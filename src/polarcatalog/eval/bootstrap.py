@@ -67,7 +67,7 @@ class Bootstrap:
             object.__setattr__(self, "_counts_cache", cache)
         key = (counts.dtype.str, counts.shape, counts.tobytes())
         if key not in cache:
-            if len(cache) >= 4096:  # a long sweep's patterns: bounded memory
+            if len(cache) >= 1024:  # a long sweep's patterns: at most ~16 MB kept
                 cache.clear()
             cache[key] = self._float_weights() @ counts
         return cache[key]
