@@ -35,7 +35,18 @@ def test_off_it_is_the_loop_itself(monkeypatch):
     assert [pid for pid in parallel.fork_map(lambda _: os.getpid(), range(4))] == [os.getpid()] * 4
 
 
-def test_a_failing_point_raises_here_whichever_process_ran_it_and_leaves_no_child():
+def test_a_failing_point_raises_here_whichever_process_ran_it_and_leaves_no_child(monkeypatch):
+    forked = []
+    fork = os.fork
+
+    def recording_fork() -> int:
+        pid = fork()
+        if pid:
+            forked.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", recording_fork)
+
     def point(i: int) -> int:
         if i == 3:
             raise ValueError(f"bad point {i}")
@@ -45,8 +56,10 @@ def test_a_failing_point_raises_here_whichever_process_ran_it_and_leaves_no_chil
         parallel.fork_map(point, range(5))
     with pytest.raises(ValueError, match="bad point 3"):  # here: the error itself
         parallel.fork_map(lambda i: point(i + 1), range(5))
-    with pytest.raises(ChildProcessError):  # every child was waited for: no zombie left behind
-        os.waitpid(-1, os.WNOHANG)
+    assert len(forked) == 2
+    for pid in forked:  # each child was waited for (none left a zombie): it is no longer this process's child
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
 
 
 def test_the_child_writes_nothing_to_this_process_streams_and_draws_no_progress(capfd):
