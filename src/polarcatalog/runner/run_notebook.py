@@ -87,7 +87,7 @@ def run_notebook(notebook: Path, output: Path, parameters: dict[str, Any], root:
         extra_arguments=["--IPKernelApp.log_level=CRITICAL"], on_cell_start=cell_started, on_cell_executed=cell_done,
         # When the last cell returns, a stage's work is done: its files are written and closed, and `run.finish()`
         # (or the failure hook) has ended its MLflow run. A graceful shutdown would only run the interpreter's
-        # teardown of torch, ONNX Runtime and MLflow: about 1.8 s of every stage (benchmarks/repro_time.py).
+        # teardown of torch, ONNX Runtime and MLflow, seconds of every stage (benchmarks/repro_time.py).
         shutdown_kernel="immediate",
         # A kernel forked from a warm process holding the stages' imports (runner/warm_kernel.py), else a fresh one.
         **({"kernel_manager_class": warm_kernel.kernel_manager_class(warm)} if warm else {}),

@@ -8,7 +8,7 @@ so that a cell that raises ends the run as FAILED, with the traceback and the ex
 FINISHED.
 
 The MLflow calls run in a companion process (`runner.tracking_companion`), not in the kernel: importing MLflow and
-opening its store costs about 2.7 s, which the companion spends on the core a single-threaded stage leaves idle. The
+opening its store costs seconds, which the companion spends on the core a single-threaded stage leaves idle. The
 kernel sends it one line per call and waits only for the run id when asked, and in `finish()` / `fail()`, so the run
 is complete when the stage ends; a kernel that dies without either closes the pipe, and the run ends KILLED.
 

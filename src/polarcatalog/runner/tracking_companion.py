@@ -1,6 +1,6 @@
 """The MLflow side of a stage run, in a process of its own beside the stage's kernel (`runner.tracking`).
 
-Importing MLflow and opening its store (SQLAlchemy, alembic) costs a kernel about 2.7 s, and logging a child run
+Importing MLflow and opening its store (SQLAlchemy, alembic) costs a kernel seconds, and logging a child run
 or an artifact blocks it on the store's commits. A stage computes on one thread (`polarcatalog.numerics`), so the
 machine's other core is idle: this process pays those costs there while the stage computes. The kernel writes one
 JSON line per call to this process's stdin and reads its replies (the run id; `done` or an error) on its stdout:

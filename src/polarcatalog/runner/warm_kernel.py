@@ -1,8 +1,8 @@
 """Stage kernels forked from a warm process: a stage's notebook starts with its imports already done.
 
 A notebook stage pays, before its own work, a fresh Python for its kernel and the imports of its setup cell (pandas,
-matplotlib, seaborn with scipy.stats, the params schema, the stage modules): about 3.5 s of the 3.6 s a do-nothing
-stage costs (reports/benchmarks/stage_floor.md), nine times over in a one-value experiment. The same imports are
+matplotlib, seaborn with scipy.stats, the params schema, the stage modules): nearly all a do-nothing stage costs
+(reports/benchmarks/stage_floor.md), nine times over in a one-value experiment. The same imports are
 done once here, in a process that then forks one kernel per stage (the zygote of Android and of Chromium's
 renderers): a forked child has every module its parent imported, at the cost of a fork.
 
@@ -65,7 +65,7 @@ VOLATILE = ("DVC_", "JPY_", SOCKET_VAR, "PWD", "OLDPWD", "_", "SHLVL", "TERM", "
 STALE_S = 7 * 86400  # the files of a warm process unused this long (another code version's) are removed
 # What a stage's setup cell imports (notebooks/*.ipynb), with what ipykernel, the runner (papermill) and the `check`
 # stage's command (cli.main) need, and what a stage or a kernel would otherwise import on first use: ipykernel's
-# debugger (debugpy, 0.2 s of every kernel's start) and pyarrow.dataset (0.16 s, the first parquet read). The stage
+# debugger (debugpy, part of every kernel's start) and pyarrow.dataset (on the first parquet read). The stage
 # modules come first, as in a setup cell: those that draw select matplotlib's Agg backend at import, before anything
 # imports pyplot. Every stage module but the bird reference's, which imports torch (a forked child may not share a
 # parent's torch state). A module here that has a `warm_up()` gets it called once, after its import: work every child
@@ -306,8 +306,8 @@ def client(path: Path, fresh: list[str]) -> None:
 
 
 def run_forked(root: Path, module: str, argv: list[str]) -> None:
-    """`python -m <module> <argv>` (the stage's runner: papermill and Jupyter's client imported, 0.4 s of every stage
-    otherwise) forked from this checkout's warm process, this process standing in for it as the client does for a
+    """`python -m <module> <argv>` (the stage's runner: papermill and Jupyter's client imported, which every stage
+    would otherwise import again) forked from this checkout's warm process, this process standing in for it as the client does for a
     kernel; never returns then. Returns at once, having done nothing, when no warm process answers: the caller runs
     the command itself (and its runner starts one). The environment must already be the runner's (`key`)."""
     if not enabled():
