@@ -104,10 +104,8 @@ def constraint_axis(setup: PolarSetup, strengths: list[Strength], protocol: Prot
 
     sets = (("primary: catalog look-alikes", setup.queries), ("secondary: ranking look-alikes", setup.secondary))
     calls = [partial(memory_rows, set_name, cq, mem_name, memory) for set_name, cq in sets for mem_name, memory in controls.items()]
-    # each (set, memory) is scored on its own: the machine's other core takes every other one (`fork_calls`), and the
-    # query-image variant, the costliest, second, so that the two cores' shares come out about even
-    parts = fork_calls(calls[0], query_image_rows, *calls[1:])
-    return pd.DataFrame([row for rows in [parts[0], *parts[2:], parts[1]] for row in rows])
+    # each (set, memory) is scored on its own: the machine's other core takes every other one (`fork_calls`)
+    return pd.DataFrame([row for rows in fork_calls(*calls, query_image_rows) for row in rows])
 
 
 def coverage_axis(setup: PolarSetup, specs: list[ProposerSpec], protocol: Protocol) -> pd.DataFrame:
