@@ -91,3 +91,12 @@ def test_filter_anchors_quarantines_broken_candidates_and_keeps_every_species(li
     assert sorted(r["reason"].split(":")[0] for r in q.rows) == ["empty file (0 bytes)", "truncated"]
     assert out["loaded"].sum() == 31 and not out.loc[out["species_id"] == 31, "keep"].any()
     assert set(out.loc[out["keep"], "species_id"]) == set(range(1, 31)) | {32}  # ...so only it has no anchor
+    # each loaded image's bytes and near-duplicate hash, for the kg stage's leakage check; none for a broken file
+    from polarcatalog.data.images import load_rgb
+    from polarcatalog.data.near_duplicates import dhash_hex
+    from polarcatalog.io import sha256_file
+
+    loaded = out[out["loaded"]]
+    assert loaded["sha256"].tolist() == [sha256_file(p) for p in loaded["path"]]
+    assert loaded["dhash"].tolist() == [dhash_hex(load_rgb(p)) for p in loaded["path"]]
+    assert out.loc[~out["loaded"], ["sha256", "dhash"]].isna().all().all()

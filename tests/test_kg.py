@@ -2,6 +2,8 @@
 budget-matched control, +KG facts and evidence-conditioned metrics, on hand-written inputs with hand-computed
 answers."""
 
+from pathlib import Path
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -247,7 +249,7 @@ def test_an_extractor_model_runs_for_real_and_its_malformed_answers_are_counted(
     assert len(cut.triples) == 8 and cut.problems == ["article:25: 11 facts, the first 8 kept"]
 
 
-def test_the_near_duplicate_check_flags_a_resized_reencoded_copy_and_nothing_else(tmp_path, monkeypatch):
+def test_the_near_duplicate_check_flags_a_resized_reencoded_copy_and_nothing_else(tmp_path):
     """The leakage check must be able to fail: a third-size copy of a catalog image, a JPEG of it, and the same image
     recoloured are flagged as near-duplicates of it; a different drawing is not."""
     from PIL import Image, ImageDraw
@@ -273,24 +275,34 @@ def test_the_near_duplicate_check_flags_a_resized_reencoded_copy_and_nothing_els
     broken = tmp_path / "broken.png"
     broken.write_bytes(b"not an image")
     assert not near_duplicates(hashes([str(broken)]), hashes(catalog))[0].any()  # unreadable: matches nothing
-    # the kg stage keeps each image's hash in the feature cache, by its bytes: the same hashes, computed once
+    # the kg stage reads each image's hash from the curate stage's tables: the same 64 bits, through the text form
+    import pandas as pd
+
+    from polarcatalog.data.images import load_rgb
+    from polarcatalog.data.near_duplicates import dhash_hex, parse_hashes
+    from polarcatalog.stages.kg import leakage_flags
+
+    paths = [copy, jpeg, recoloured, other]
+    column = [dhash_hex(load_rgb(p)) for p in paths] + [None, float("nan")]  # an image that did not load; parquet's null
+    parsed = parse_hashes(column)
+    assert np.ma.getdata(parsed)[:4].tolist() == np.ma.getdata(hashes(paths)).tolist()
+    assert np.ma.getmaskarray(parsed).tolist() == [False] * 4 + [True, True]
+    assert dhash_hex(load_rgb(other)) == f"{int(np.ma.getdata(hashes([other]))[0]):016x}"
+    # ... and flags from the tables alone: the images may be gone (the stage declares the tables, not the folders)
     from polarcatalog.io import sha256_file
-    from polarcatalog.stages.kg import cached_hashes
 
-    from polarcatalog.stages import kg as kg_stage
-
-    paths = [copy, jpeg, recoloured, other, str(broken)]
-    shas = [sha256_file(p) for p in paths]
-    decoded: list[list[str]] = []
-    def counting(ps):
-        decoded.append(list(ps))
-        return hashes(ps)
-    monkeypatch.setattr(kg_stage, "hashes", counting)
-    for _ in range(2):
-        cached = cached_hashes(paths, shas, tmp_path / "cache")
-        assert np.ma.getdata(cached)[:4].tolist() == np.ma.getdata(hashes(paths))[:4].tolist()
-        assert np.ma.getmaskarray(cached).tolist() == [False] * 4 + [True]
-    assert decoded == [paths, [str(broken)]]  # the second time, only the unreadable one (never cached) is tried
+    queries = pd.DataFrame({"path": paths, "species_id": [1, 1, 1, 2], "sha256": [sha256_file(p) for p in paths],
+                            "dhash": column[:4]})
+    anchors = pd.DataFrame({"sha256": [sha256_file(catalog[0]), sha256_file(copy), None],
+                            "dhash": [dhash_hex(load_rgb(c)) for c in catalog] + [None]})
+    for p in [*paths, *catalog]:
+        Path(p).unlink()
+    ws = type("Tables", (), {"species": pd.DataFrame({"species_id": [1, 2], "name": ["Shiny", "Other"]}),
+                             "queries": queries, "anchors": anchors})()
+    flags = leakage_flags(ws)
+    assert flags["near-duplicate of a catalog image"].tolist() == [True, True, True, False]
+    assert flags["copy of a catalog image"].tolist() == [True, False, False, False]
+    assert flags["label in file path"].tolist() == [False, False, True, True]
 
 
 def test_the_label_shuffle_control_sits_at_chance_when_labels_are_shuffled():

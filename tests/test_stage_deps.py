@@ -34,7 +34,7 @@ def test_a_stage_depends_on_its_notebooks_manifest_and_on_no_source_file(name):
 
 def test_check_writes_the_manifests_from_all_code_and_notebooks():
     check = declaration(ROOT, "check")
-    assert check["deps"] == ["src/polarcatalog", "notebooks"]
+    assert check["deps"] == ["src/polarcatalog", "notebooks", "params.yaml"]
     assert str(code_deps.CODE_DIR) in check["outs"] and f"--code-manifests {code_deps.CODE_DIR}" in check["cmd"]
 
 

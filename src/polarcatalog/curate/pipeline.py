@@ -15,6 +15,7 @@ from polarcatalog.curate.summarize import Summarizer, word_count
 from polarcatalog.data.colours import dominant_colours
 from polarcatalog.data.domain import Domain
 from polarcatalog.data.images import BadImageError, Quarantine, load_many, load_rgb
+from polarcatalog.data.near_duplicates import dhash_hex
 from polarcatalog.data.pokemon import PokemonDomain, item_icons, load_pokeapi, size_class
 from polarcatalog.data.samples import non_bird_images
 from polarcatalog.io import sha256_file
@@ -97,6 +98,11 @@ def filter_anchors(candidates: pd.DataFrame, anchor_filter: AnchorFilter, quaran
     cand.loc[pos, "score"] = result.scores
     cand.loc[pos, "keep"] = result.keep
     cand["fallback"] = False
+    # what the kg stage's leakage check compares queries with: each loaded image's bytes and its near-duplicate hash
+    cand["sha256"] = None
+    cand["dhash"] = None
+    cand.loc[pos, "sha256"] = [sha256_file(cand["path"].iloc[i]) for i in idx]
+    cand.loc[pos, "dhash"] = [dhash_hex(im) for im in images]
     cand.attrs["threshold"] = result.threshold
     kept_species = set(cand.loc[cand["keep"], "species_id"])
     for sid, grp in cand[cand["loaded"]].groupby("species_id"):
@@ -116,6 +122,7 @@ def build_queries(domain: Domain, variants: list[str], species_ids: set[int], qu
     q["sha256"] = [sha256_file(p) for p in q["path"]]
     q["width"] = [im.size[0] for im in images]
     q["height"] = [im.size[1] for im in images]
+    q["dhash"] = [dhash_hex(im) for im in images]
     without = sorted(species_ids - set(q["species_id"]))
     return q, without
 

@@ -29,6 +29,19 @@ def dhash(image: Image.Image) -> int:
     return int(np.packbits(bits).view(">u8")[0])
 
 
+def dhash_hex(image: Image.Image) -> str:
+    """`dhash` as 16 hex digits: how the curate stage keeps each image's hash in its tables (exact, unlike a float
+    column, and None where the image did not load), so that later stages compare images without reading them."""
+    return f"{dhash(image):016x}"
+
+
+def parse_hashes(values: Sequence[str | None]) -> np.ma.MaskedArray:
+    """[n] uint64 hashes from `dhash_hex` strings; a missing one (None, NaN) is masked, as in `hashes`."""
+    ok = np.array([isinstance(v, str) for v in values], bool)
+    out = np.array([int(v, 16) if isinstance(v, str) else 0 for v in values], np.uint64)
+    return np.ma.masked_array(out, ~ok)
+
+
 def hashes(paths: Sequence[str | Path]) -> np.ma.MaskedArray:
     """[n] uint64 hashes; an unreadable image is masked (it matches nothing)."""
     out, ok = np.zeros(len(paths), np.uint64), np.ones(len(paths), bool)

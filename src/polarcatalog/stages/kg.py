@@ -3,57 +3,31 @@ graph-RAG evaluation, its integrity checks and per-query audit trail, and the st
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from polarcatalog.data.near_duplicates import hashes, near_duplicates
-from polarcatalog.encoders.preprocess import CONTENT_BOX_VERSION
-from polarcatalog.features.cache import FeatureCache
+from polarcatalog.data.near_duplicates import near_duplicates, parse_hashes
 from polarcatalog.eval.protocol import headline_value, headline_with_ci
 from polarcatalog.features.workspace import Workspace
-from polarcatalog.io import sha256_file
-from polarcatalog.paths import FEATURE_CACHE
 from polarcatalog.kg.completeness import leakage
 from polarcatalog.kg.facts import candidate_facts, facts_by_species
 from polarcatalog.kg.triples import entity_id
 
 
-def leakage_flags(ws: Workspace, cache: Path | None = FEATURE_CACHE) -> dict[str, np.ndarray]:
+def leakage_flags(ws: Workspace) -> dict[str, np.ndarray]:
     """The integrity checks on the workspace's queries against the catalog's anchor images: the label in the path and
     a byte copy (`kg.completeness.leakage`), and a near-duplicate (a resized, re-encoded or recoloured copy:
-    `data.near_duplicates`), the check that a real leak would trip. Each image's hash is kept in the feature cache
-    (`cache`), by the image's bytes: decoding 2,800 images is most of this check, and a rerun of the stage for a
-    retrieval param would repeat it."""
+    `data.near_duplicates`), the check that a real leak would trip. Both compare what the curate stage recorded of each
+    image as it loaded it (its bytes' sha256 and its hash, in the anchor and query tables), so this stage reads no
+    image: its dependencies are the tables, not the image folders."""
     names = dict(zip(ws.species["species_id"], ws.species["name"]))
-    anchor_sha = [sha256_file(p) for p in ws.anchors["path"]]
+    anchor_sha = {s for s in ws.anchors["sha256"] if isinstance(s, str)}
     flags = leakage(ws.queries["path"].tolist(), [names.get(s, "") for s in ws.queries["species_id"]],
-                    ws.queries["sha256"].tolist(), set(anchor_sha))
-    near, _ = near_duplicates(cached_hashes(ws.queries["path"].tolist(), ws.queries["sha256"].tolist(), cache),
-                              cached_hashes(ws.anchors["path"].tolist(), anchor_sha, cache))
+                    ws.queries["sha256"].tolist(), anchor_sha)
+    near, _ = near_duplicates(parse_hashes(ws.queries["dhash"].tolist()), parse_hashes(ws.anchors["dhash"].tolist()))
     return flags | {"near-duplicate of a catalog image": near}
-
-
-def cached_hashes(paths: list[str], sha256: list[str], cache: Path | None) -> np.ma.MaskedArray:
-    """`near_duplicates.hashes`, read from the feature cache where an image's bytes were hashed before (the 64 bits
-    stored as 0/1 values, exact). Unreadable images are not cached: they stay masked, recomputed each time."""
-    if cache is None:
-        return hashes(paths)
-    store = FeatureCache(cache, f"dhash-content-box-{CONTENT_BOX_VERSION}")
-    found, vectors = store.get(sha256)
-    out = np.ma.masked_array(np.zeros(len(paths), np.uint64), np.zeros(len(paths), bool))
-    if vectors is not None:
-        out[found] = np.packbits(vectors.astype(np.uint8), axis=1).view(">u8")[:, 0]
-    missing = np.flatnonzero(~found)
-    if len(missing):
-        fresh = hashes([paths[i] for i in missing])
-        out[missing] = fresh
-        ok = ~np.ma.getmaskarray(fresh)
-        bits = np.unpackbits(np.ma.getdata(fresh)[ok].astype(">u8").view(np.uint8).reshape(-1, 8), axis=1)
-        store.put([sha256[i] for i in missing[ok]], bits.astype(np.float32))
-    return out
 
 
 def shuffled_label_accuracy(answer: np.ndarray, gold: np.ndarray, seed: int) -> dict[str, float]:
