@@ -128,3 +128,29 @@ def test_a_huge_image_is_reduced_after_decoding_not_analysed_at_full_size(tmp_pa
     assert im.getpixel((800, 700)) == (200, 30, 30) and im.getpixel((10, 10)) == (255, 255, 255)
     Image.new("RGB", (2048, 300), "red").save(tmp_path / "edge.png")
     assert load_rgb(tmp_path / "edge.png").size == (2048, 300)
+
+
+def test_an_image_packs_bytes_decode_to_the_files_pixels_and_a_broken_one_says_which(tmp_path):
+    """The report draws the catalog's images from the curate stage's pack (`image_pack`), not from the files: each
+    distinct content once, the file's own bytes, decoded by the same code as the file."""
+    from polarcatalog.data.images import decode_rgb, image_pack, read_image_pack
+    from polarcatalog.io import sha256_file
+
+    rgba = Image.new("RGBA", (20, 12), (0, 0, 0, 0))
+    rgba.paste((200, 30, 30, 255), (4, 2, 14, 10))
+    rgba.save(tmp_path / "sprite.png")
+    Image.fromarray(np.arange(16 * 24 * 3, dtype=np.uint8).reshape(16, 24, 3)).save(tmp_path / "art.jpg", quality=80)
+    (tmp_path / "again.png").write_bytes((tmp_path / "sprite.png").read_bytes())  # same content, another name
+    paths = [tmp_path / "sprite.png", tmp_path / "art.jpg", tmp_path / "again.png", tmp_path / "art.jpg"]
+    pack = image_pack(paths)
+    assert pack["sha256"].tolist() == [sha256_file(paths[0]), sha256_file(paths[1])]
+    pack.to_parquet(tmp_path / "images.parquet", index=False)
+    images = read_image_pack(tmp_path / "images.parquet")
+    for path in paths[:2]:
+        assert images[sha256_file(path)] == path.read_bytes()
+        assert np.array_equal(np.asarray(decode_rgb(images[sha256_file(path)], path)), np.asarray(load_rgb(path)))
+    assert np.asarray(decode_rgb(images[sha256_file(paths[0])], "sprite.png"))[0, 0].tolist() == [255, 255, 255]
+    with pytest.raises(BadImageError, match="art.jpg: undecodable: Truncated File Read"):
+        decode_rgb(images[sha256_file(paths[1])][:200], "art.jpg")
+    with pytest.raises(BadImageError, match="x.png: empty file"):
+        decode_rgb(b"", "x.png")

@@ -69,3 +69,32 @@ def test_failure_cases_show_distinct_species_first_and_the_absent_share_is_count
     assert "split" in cases and "tie" not in cases and (cases["split"] == "test").all()
     assert list(report.failure_cases(audit, n=7)["gold_species_id"])[-2:] == [1, 1]  # then the repeats
     assert report.absent_text(audit, 20).startswith("4 of 7 test queries (57.1 %) never reach the top-20 candidates")
+
+
+def test_the_failure_figure_shows_each_case_from_the_image_pack(tmp_path):
+    """Query, gold and top-3 panels are decoded from the pack by the sha256 the tables record (the report stage reads no
+    image file); an image the pack lacks, or that does not decode, is a blank panel, not an error."""
+    import numpy as np
+    import pandas as pd
+    from PIL import Image
+
+    from polarcatalog.data.images import image_pack, load_rgb
+    from polarcatalog.io import sha256_file
+
+    paths = []
+    for i, colour in enumerate([(250, 0, 0), (0, 250, 0), (0, 0, 250)]):
+        Image.new("RGB", (10 + i, 9), colour).save(tmp_path / f"{i}.png")
+        paths.append(tmp_path / f"{i}.png")
+    images = dict(image_pack(paths).itertuples(index=False))
+    images[sha256_file(paths[2])] = b"not an image"
+    sha = [sha256_file(p) for p in paths]
+    species = pd.DataFrame({"species_id": [1, 2, 3], "name": ["A", "B", "C"]})
+    anchors = pd.DataFrame({"species_id": [1, 2, 3], "path": [str(p) for p in paths], "sha256": sha})
+    queries = pd.DataFrame({"query_id": ["q"], "path": [str(paths[1])], "sha256": [sha[1]]})
+    cases = pd.DataFrame({"query_id": ["q"], "gold_species_id": [1], "gold_rank": [np.inf], "ranked_species_ids": [[2, 3, 4]]})
+    fig = report.failure_figure(cases, species, anchors, queries, images)
+    shown = [ax.get_images()[0].get_array() for ax in fig.axes]
+    expected = [load_rgb(paths[1]), load_rgb(paths[0]), load_rgb(paths[1])]
+    assert all(np.array_equal(np.asarray(a), np.asarray(e)) for a, e in zip(shown[:3], expected))
+    assert all(np.asarray(a).shape == (8, 8, 3) for a in shown[3:])  # undecodable, and a species without an anchor
+    assert [ax.get_title().split("\n")[0] for ax in fig.axes] == ["query", "gold: A", "#1 B", "#2 C", "#3 ?"]

@@ -6,12 +6,18 @@ count and quarantine them, never crash on image 7,413 of 11,000.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import shutil
 import warnings
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
+import pandas as pd
 from PIL import Image, ImageOps, UnidentifiedImageError
+
+from polarcatalog.io import read_table
 
 WHITE = (255, 255, 255)
 MIN_SIDE = 8  # px; smaller is not an image of a species
@@ -57,13 +63,26 @@ def load_rgb(path: str | Path, background: tuple[int, int, int] = WHITE, at_leas
         raise BadImageError(path, "missing file")
     if path.stat().st_size == 0:
         raise BadImageError(path, "empty file (0 bytes)")
+    return _decode(path, path, background, at_least)
+
+
+def decode_rgb(data: bytes, name: str | Path, background: tuple[int, int, int] = WHITE) -> Image.Image:
+    """`load_rgb` of a file's bytes (an image pack's, `read_image_pack`): the same decoder, so the same pixels; `name`
+    names the image in an error."""
+    if not data:
+        raise BadImageError(name, "empty file (0 bytes)")
+    return _decode(io.BytesIO(data), name, background, None)
+
+
+def _decode(source: Path | io.BytesIO, name: str | Path, background: tuple[int, int, int],
+            at_least: int | None) -> Image.Image:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(path) as im:
+            with Image.open(source) as im:
                 w, h = im.size  # from the header, before any pixel is decoded
                 if min(w, h) >= 1 and max(w, h) > MAX_ASPECT * min(w, h):
-                    raise BadImageError(path, f"extreme aspect ratio {w}x{h} px (over {MAX_ASPECT}:1); crop it to the "
+                    raise BadImageError(name, f"extreme aspect ratio {w}x{h} px (over {MAX_ASPECT}:1); crop it to the "
                                               "subject")
                 if at_least and im.format == "JPEG":
                     im.draft("RGB", (at_least, at_least))
@@ -77,24 +96,42 @@ def load_rgb(path: str | Path, background: tuple[int, int, int] = WHITE, at_leas
                     im.seek(frame)
                     rgb = _to_rgb(ImageOps.exif_transpose(im) or im, background)
     except UnidentifiedImageError:
-        raise BadImageError(path, "undecodable: not a recognised image format") from None
+        raise BadImageError(name, "undecodable: not a recognised image format") from None
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise BadImageError(path, f"too large to decode safely: {exc}") from None
+        raise BadImageError(name, f"too large to decode safely: {exc}") from None
     except OSError as exc:
         msg = str(exc)
         kind = "truncated" if "truncated" in msg or "broken data stream" in msg else "undecodable"
-        raise BadImageError(path, f"{kind}: {msg}") from None
+        raise BadImageError(name, f"{kind}: {msg}") from None
     except BadImageError:
         raise
     except MemoryError:
-        raise BadImageError(path, "too large to decode in the memory available") from None
+        raise BadImageError(name, "too large to decode in the memory available") from None
     except (ValueError, SyntaxError, EOFError) as exc:
-        raise BadImageError(path, f"undecodable: {exc}") from None
+        raise BadImageError(name, f"undecodable: {exc}") from None
     if max(rgb.size) > MAX_SIDE:  # box-averaged by a whole factor: the encoders see 192-448 px anyway
         rgb = rgb.reduce(-(-max(rgb.size) // MAX_SIDE))
     if min(rgb.size) < MIN_SIDE:
-        raise BadImageError(path, f"too small: {rgb.size[0]}x{rgb.size[1]} px (< {MIN_SIDE})")
+        raise BadImageError(name, f"too small: {rgb.size[0]}x{rgb.size[1]} px (< {MIN_SIDE})")
     return rgb
+
+
+def image_pack(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """The files' bytes as they are (no re-encoding), one row per distinct content: `sha256`, `bytes`. The curate
+    stage packs the catalog's anchor and query images into one table, so that a later stage which shows a few of them
+    (the report's failure cases) depends on one file, found by the sha256 its tables record, rather than on the image
+    folders, which DVC would hash file by file each time it checks that stage."""
+    rows: dict[str, bytes] = {}
+    for path in dict.fromkeys(str(p) for p in paths):
+        data = Path(path).read_bytes()
+        rows.setdefault(hashlib.sha256(data).hexdigest(), data)
+    return pd.DataFrame({"sha256": list(rows), "bytes": list(rows.values())})
+
+
+def read_image_pack(path: str | Path) -> dict[str, bytes]:
+    """An `image_pack` table as sha256 -> bytes (`decode_rgb` decodes them)."""
+    pack = read_table(path)
+    return dict(zip(pack["sha256"], pack["bytes"]))
 
 
 FRAMES_LOOKED_AT = 32  # of an animated GIF/APNG/WebP whose first frame is blank

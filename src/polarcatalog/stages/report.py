@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import matplotlib
 
@@ -23,7 +23,7 @@ import yaml
 
 from polarcatalog.config import Params, flatten, read_params_yaml
 from polarcatalog.encoders import has_text_tower, parse_encoder
-from polarcatalog.data.images import BadImageError, load_rgb
+from polarcatalog.data.images import BadImageError, decode_rgb
 from polarcatalog.eval.bootstrap import Interval
 from polarcatalog.eval.protocol import Protocol, diff_text, long_rows
 from polarcatalog.stages import memory_quality
@@ -112,24 +112,29 @@ def absent_text(audit: pd.DataFrame, r: int) -> str:
             "candidates: their gold species is absent before the re-rank, so no re-ranker or reader can recover them.")
 
 
-def failure_figure(cases: pd.DataFrame, species: pd.DataFrame, anchors: pd.DataFrame, queries: pd.DataFrame) -> plt.Figure:
-    """One row per failure: the query sprite, the gold species' artwork, then its top-3 predictions' artwork."""
+def failure_figure(cases: pd.DataFrame, species: pd.DataFrame, anchors: pd.DataFrame, queries: pd.DataFrame,
+                   images: Mapping[str, bytes]) -> plt.Figure:
+    """One row per failure: the query sprite, the gold species' artwork, then its top-3 predictions' artwork. Each
+    image is decoded from the curate stage's image pack (`images`, by the sha256 its tables record), as `load_rgb`
+    would decode its file."""
     names = species.set_index("species_id")["name"]
-    art = anchors.drop_duplicates("species_id").set_index("species_id")["path"]
-    sprite = queries.set_index("query_id")["path"]
+    art = anchors.drop_duplicates("species_id").set_index("species_id")["sha256"]
+    sprite = queries.set_index("query_id")["sha256"]
+    path = {**dict(zip(anchors["sha256"], anchors["path"])), **dict(zip(queries["sha256"], queries["path"]))}
     fig, axes = plt.subplots(len(cases), 5, figsize=(9, 1.9 * max(len(cases), 1)), squeeze=False)
     for row, (_, c) in zip(axes, cases.iterrows()):
         rank = "absent" if not np.isfinite(c["gold_rank"]) else f"rank {int(c['gold_rank'])}"
         panels = [(sprite[c["query_id"]], f"query\n{c['query_id']}"),
                   (art.get(c["gold_species_id"]), f"gold: {names.get(c['gold_species_id'], '?')}\n({rank})")]
         panels += [(art.get(s), f"#{i + 1} {names.get(s, '?')}") for i, s in enumerate(list(c["ranked_species_ids"])[:3])]
-        for ax, (path, title) in zip(row, panels):
+        for ax, (sha, title) in zip(row, panels):
             ax.axis("off")
             ax.set_title(title, fontsize=7)
             try:
-                ax.imshow(load_rgb(path) if path else np.ones((8, 8, 3)), interpolation="nearest")
+                shown = decode_rgb(images[sha], path[sha]) if isinstance(sha, str) and sha in images else None
             except BadImageError:
-                ax.imshow(np.ones((8, 8, 3)))
+                shown = None
+            ax.imshow(np.ones((8, 8, 3)) if shown is None else shown, interpolation="nearest")
     fig.suptitle("Worst test queries: query, gold artwork, top-3 predictions")
     fig.tight_layout()
     return fig
