@@ -100,10 +100,16 @@ def _html_exporter() -> Any:
 
 
 def warm_up() -> None:
-    """Render a small notebook with every kind of output a stage notebook has (a highlighted code cell, a stream, a
-    table as HTML, a figure, Markdown), so that templates, lexers and sanitiser are loaded and compiled: the warm
-    process calls this before it forks any companion (`runner.warm_kernel`), and a companion's first render, inside
-    the `finish()` a stage waits for, costs only what the notebook's own size does."""
+    """Import MLflow's SQLAlchemy store, and render a small notebook with every kind of output a stage notebook has (a
+    highlighted code cell, a stream, a table as HTML, a figure, Markdown), so that templates, lexers and sanitiser are
+    loaded and compiled: the warm process calls this before it forks any companion (`runner.warm_kernel`). MLflow
+    imports its store on the first call to a sqlite or database URI, and that import (the ORM's models, their mappers
+    configured) is most of what a companion's start would cost; a companion's first render, inside the `finish()` a
+    stage waits for, costs only what the notebook's own size does. Imports and templates only: no store is opened (a
+    database connection must not cross a fork)."""
+    import mlflow.store.tracking.sqlalchemy_store  # noqa: F401  # heavy: the warm process's preload, not every companion's
+
+
     nbformat = import_nbformat()
     v4 = nbformat.v4
     outputs = [v4.new_output("stream", name="stderr", text="progress\n"),
