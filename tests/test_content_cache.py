@@ -111,3 +111,41 @@ def test_the_key_holds_every_named_module_and_the_numerics_pins(tmp_path, monkey
     pinned = cache().key({}, [])
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "7")
     assert cache().key({}, []) != pinned
+
+
+def test_a_read_only_arrays_digest_is_kept_while_it_lives_and_any_other_is_hashed_each_time(monkeypatch):
+    """The retrieve stage looks up a dozen configurations of the same workspace: a frozen array (the workspace's
+    features, a catalog's vectors) is hashed once; a writable one, or a read-only view of memory someone else may
+    write, every time, so an in-place change is always a new key."""
+    import gc
+
+    from polarcatalog import content_cache
+    from polarcatalog.vectors import frozen
+
+    hashed = []
+    real = content_cache.hashlib.sha256
+
+    def counting(data=b""):
+        hashed.append(data)
+        return real(data)
+
+    monkeypatch.setattr(content_cache.hashlib, "sha256", counting)
+    a = frozen(np.arange(12, dtype=np.float32).reshape(3, 4))  # a view: frozen with the array it views
+    first = content_cache.array_digest(a)
+    assert content_cache.array_digest(a) == first and len(hashed) == 1
+    assert content_cache.array_digest(a.copy()) == first and len(hashed) == 2  # same content, same digest
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert content_cache.array_digest(w) == first
+    w[0, 0] = 7  # written in place: a new digest
+    assert content_cache.array_digest(w) != first
+    view = w[:2]
+    view.flags.writeable = False  # read-only, but its memory is w's
+    before = content_cache.array_digest(view)
+    w[1, 1] = -1
+    assert content_cache.array_digest(view) != before
+    with pytest.raises(ValueError):
+        a[0, 0] = 1  # frozen: a write raises
+    key = id(a)
+    del a
+    gc.collect()
+    assert key not in content_cache._DIGESTS  # freed: its digest goes with it

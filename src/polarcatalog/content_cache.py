@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import tempfile
+import weakref
 import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -28,6 +29,38 @@ LIMIT_BYTES = 1 << 30  # per folder: past it, the least recently used entries go
 
 
 KEY = "__key__"  # the entry's own key, stored beside its arrays
+
+_DIGESTS: dict[int, bytes] = {}  # id -> digest of a live read-only array that owns its memory (`array_digest`)
+
+
+def array_digest(a: np.ndarray) -> bytes:
+    """sha256 of an array's dtype, shape and bytes. A key hashes its inputs on every lookup, and a stage looks up
+    many configurations of the same workspace (the retrieve stage's table: every row's candidates): an array that is
+    read-only down to the array owning its memory (`vectors.frozen`: the workspace's features, a catalog's vectors)
+    cannot change while it lives, so its digest is kept until it is freed; any other array is hashed each time."""
+    a = np.asarray(a)
+    kept = _immutable(a)
+    if kept and id(a) in _DIGESTS:
+        return _DIGESTS[id(a)]
+    c = np.ascontiguousarray(a)
+    h = hashlib.sha256(f"{c.dtype.str}{c.shape}".encode())
+    h.update(c.view(np.uint8).reshape(-1) if c.size else b"")
+    digest = h.digest()
+    if kept:
+        _DIGESTS[id(a)] = digest
+        weakref.finalize(a, _DIGESTS.pop, id(a), None)
+    return digest
+
+
+def _immutable(a: np.ndarray) -> bool:
+    """Read-only all the way down to the array that owns the memory (a view of a writable array may still change)."""
+    while isinstance(a, np.ndarray):
+        if a.flags.writeable:
+            return False
+        if a.base is None:
+            return bool(a.flags.owndata)
+        a = a.base
+    return False  # memory held by another kind of object (a buffer, a memory map): it may change
 
 
 class ContentCache:
@@ -50,9 +83,7 @@ class ContentCache:
         for path in self._code:
             h.update(Path(path).read_bytes())
         for a in arrays:
-            a = np.ascontiguousarray(a)
-            h.update(f"{a.dtype.str}{a.shape}".encode())
-            h.update(a.view(np.uint8).reshape(-1) if a.size else b"")
+            h.update(array_digest(a))
         return h.hexdigest()
 
     def get(self, knobs: Mapping[str, Any], arrays: Iterable[np.ndarray],

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from polarcatalog.io import read_table
-from polarcatalog.vectors import l2_normalise
+from polarcatalog.vectors import frozen, l2_normalise
 
 
 @dataclass
@@ -54,8 +54,8 @@ class Workspace:
 
 def average_flips(view: np.ndarray, flipped: np.ndarray | None) -> np.ndarray:
     """An image's features averaged with its mirror image's (l2-normalised); the view alone when not flipped. The one
-    rule for anchors, pipeline queries and the CLI's queries."""
-    return view if flipped is None else l2_normalise(view + flipped)
+    rule for anchors, pipeline queries and the CLI's queries. Read-only (`vectors.frozen`): every later use reads it."""
+    return frozen(view if flipped is None else l2_normalise(view + flipped))
 
 
 def load_workspace(features: Path, processed: Path) -> Workspace:
@@ -78,7 +78,7 @@ def load_workspace(features: Path, processed: Path) -> Workspace:
     for col, table, ids in (("candidate_id", anchors, "anchor_ids"), ("query_id", queries, "query_ids"), ("chunk_id", chunks, "chunk_ids")):
         if table[col].tolist() != manifest[ids]:
             raise ValueError(f"{features}: {ids} do not match {processed}; rerun the embed stage (`dvc repro embed`)")
-    load = lambda f: np.load(features / f, allow_pickle=False) if f else None  # noqa: E731
+    load = lambda f: frozen(np.load(features / f, allow_pickle=False)) if f else None  # noqa: E731
     img = manifest["image"]
     anchor_views = {n: (load(e["anchors"]), load(e.get("anchors_flip"))) for n, e in img.items()}
     query_views = {n: (load(e["queries"]), load(e.get("queries_flip"))) for n, e in img.items()}

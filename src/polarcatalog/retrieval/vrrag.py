@@ -30,7 +30,7 @@ from polarcatalog.eval import splits
 from polarcatalog.eval.splits import species_folds
 from polarcatalog.index import build_index, search
 from polarcatalog.retrieval.hubness import csls_penalty
-from polarcatalog.vectors import group_sums, l2_normalise
+from polarcatalog.vectors import frozen, group_sums, l2_normalise
 
 
 def species_means(vectors: np.ndarray, owner: np.ndarray, n_species: int) -> np.ndarray:
@@ -130,7 +130,8 @@ def build_catalog(species_ids: np.ndarray, anchor_species: np.ndarray, chunk_spe
             texts[name] = l2_normalise(native_text[name])
         elif bridge_text is not None:
             texts[name], quality[name] = fit_bridge(bridge_text, means[name][c_idx], c_idx, folds, alpha, seed, cache)
-    return Catalog(np.asarray(species_ids), c_idx, means, texts, centres, quality)
+    ro = lambda d: {n: frozen(v) for n, v in d.items()}  # noqa: E731  # read by every configuration's lookups
+    return Catalog(frozen(np.array(species_ids)), frozen(c_idx), ro(means), ro(texts), ro(centres), quality)
 
 
 def prepare_queries(queries: dict[str, np.ndarray], catalog: Catalog, center: bool, min_center_batch: int,
