@@ -22,6 +22,7 @@ pin_process()  # before numpy loads, as the `polarcatalog` command does
 
 import argparse
 import contextlib
+import itertools
 import os
 import platform
 import re
@@ -54,19 +55,23 @@ class PeakSampler(threading.Thread):
         self.root, self.clone, self.label, self.peaks, self.done = root, clone, "dvc start-up", {}, threading.Event()
 
     def warm(self) -> list[psutil.Process]:
-        out = []
-        for proc in psutil.process_iter(["cmdline", "cwd"]):
-            cmd = proc.info["cmdline"] or []
-            if "polarcatalog.runner.warm_kernel" in cmd and "serve" in cmd and proc.info["cwd"] == str(self.clone):
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    out += [proc, *proc.children(recursive=True)]
-        return out
+        """The clone's warm processes (their children, the forked kernels, are read at each sample)."""
+        return [proc for proc in psutil.process_iter(["cmdline", "cwd"]) if "polarcatalog.runner.warm_kernel" in
+                (cmd := proc.info["cmdline"] or []) and "serve" in cmd and proc.info["cwd"] == str(self.clone)]
 
     def run(self) -> None:
-        while not self.done.wait(0.1):
+        warm: list[psutil.Process] = []
+        for tick in itertools.count():
+            if self.done.wait(0.1):
+                return
             rss = 0
+            if tick % 10 == 0:  # every process's command line, once a second: the sampler's own cost stays small
+                warm = self.warm()
             try:
-                procs = [self.root, *self.root.children(recursive=True), *self.warm()]
+                procs = [self.root, *self.root.children(recursive=True)]
+                for proc in warm:
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        procs += [proc, *proc.children(recursive=True)]
             except psutil.NoSuchProcess:
                 return
             for proc in procs:
@@ -150,10 +155,10 @@ def main() -> None:
     # a researcher's loop: one value changed, on the features the cold run cached (a workspace experiment); first with
     # a fresh kernel per stage (POLARCATALOG_WARM_KERNEL=0), then as configured (kernels forked from a warm process,
     # runner/warm_kernel.py), another λ each time so that both rerun the same stages
-    # (four times: the machine is shared and one run can be a slow one; the first also starts the warm process; the
-    # split is the last run's)
+    # (seven times: the machine is shared and one run can be a slow one, so the target is read by the median of the
+    # runs after the first, which also starts the warm process; the split is the last run's)
     lam = load_params(clone / "params.yaml").retrieval.lam
-    fresh_lam, *new_lams = [x for x in (0.5, 0.6, 0.4, 0.3, 0.2, 0.8) if x != lam][:5]
+    fresh_lam, *new_lams = [x for x in (0.5, 0.6, 0.4, 0.3, 0.2, 0.8, 0.9, 0.1, 0.55) if x != lam][:8]
     fresh_cmd = [dvc, "exp", "run", "-S", f"retrieval.lam={fresh_lam}"]
     fresh_start = time.perf_counter()
     fresh_rows = timed_repro(clone, {**env, "POLARCATALOG_WARM_KERNEL": "0"}, fresh_cmd)
