@@ -141,8 +141,13 @@ def test_an_image_packs_bytes_decode_to_the_files_pixels_and_a_broken_one_says_w
     rgba.save(tmp_path / "sprite.png")
     Image.fromarray(np.arange(16 * 24 * 3, dtype=np.uint8).reshape(16, 24, 3)).save(tmp_path / "art.jpg", quality=80)
     (tmp_path / "again.png").write_bytes((tmp_path / "sprite.png").read_bytes())  # same content, another name
+    import pandas as pd
+
     paths = [tmp_path / "sprite.png", tmp_path / "art.jpg", tmp_path / "again.png", tmp_path / "art.jpg"]
-    pack = image_pack(paths)
+    anchors = pd.DataFrame({"path": [str(p) for p in paths[:2]] + [str(tmp_path / "broken.png")],
+                            "sha256": [sha256_file(p) for p in paths[:2]] + [None]})  # an image that did not load
+    queries = pd.DataFrame({"path": [str(p) for p in paths[2:]], "sha256": [sha256_file(p) for p in paths[2:]]})
+    pack = image_pack(anchors, queries)
     assert pack["sha256"].tolist() == [sha256_file(paths[0]), sha256_file(paths[1])]
     pack.to_parquet(tmp_path / "images.parquet", index=False)
     images = read_image_pack(tmp_path / "images.parquet")

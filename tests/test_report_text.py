@@ -85,11 +85,11 @@ def test_the_failure_figure_shows_each_case_from_the_image_pack(tmp_path):
     for i, colour in enumerate([(250, 0, 0), (0, 250, 0), (0, 0, 250)]):
         Image.new("RGB", (10 + i, 9), colour).save(tmp_path / f"{i}.png")
         paths.append(tmp_path / f"{i}.png")
-    images = dict(image_pack(paths).itertuples(index=False))
-    images[sha256_file(paths[2])] = b"not an image"
     sha = [sha256_file(p) for p in paths]
     species = pd.DataFrame({"species_id": [1, 2, 3], "name": ["A", "B", "C"]})
     anchors = pd.DataFrame({"species_id": [1, 2, 3], "path": [str(p) for p in paths], "sha256": sha})
+    images = dict(image_pack(anchors).itertuples(index=False))
+    images[sha256_file(paths[2])] = b"not an image"
     queries = pd.DataFrame({"query_id": ["q"], "path": [str(paths[1])], "sha256": [sha[1]]})
     cases = pd.DataFrame({"query_id": ["q"], "gold_species_id": [1], "gold_rank": [np.inf], "ranked_species_ids": [[2, 3, 4]]})
     fig = report.failure_figure(cases, species, anchors, queries, images)

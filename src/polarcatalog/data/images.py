@@ -6,12 +6,10 @@ count and quarantine them, never crash on image 7,413 of 11,000.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import shutil
 import warnings
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import pandas as pd
@@ -116,16 +114,19 @@ def _decode(source: Path | io.BytesIO, name: str | Path, background: tuple[int, 
     return rgb
 
 
-def image_pack(paths: Iterable[str | Path]) -> pd.DataFrame:
-    """The files' bytes as they are (no re-encoding), one row per distinct content: `sha256`, `bytes`. The curate
-    stage packs the catalog's anchor and query images into one table, so that a later stage which shows a few of them
-    (the report's failure cases) depends on one file, found by the sha256 its tables record, rather than on the image
-    folders, which DVC would hash file by file each time it checks that stage."""
-    rows: dict[str, bytes] = {}
-    for path in dict.fromkeys(str(p) for p in paths):
-        data = Path(path).read_bytes()
-        rows.setdefault(hashlib.sha256(data).hexdigest(), data)
-    return pd.DataFrame({"sha256": list(rows), "bytes": list(rows.values())})
+def image_pack(*tables: pd.DataFrame) -> pd.DataFrame:
+    """The bytes of the images the tables list (`path`, with the `sha256` curate recorded as it loaded them), as the
+    files hold them (no re-encoding), one row per distinct content: `sha256`, `bytes`. The curate stage packs the
+    catalog's anchor and query images into one table, so that a later stage which shows a few of them (the report's
+    failure cases) depends on one file, found by the sha256 its tables record, rather than on the image folders,
+    which DVC would hash file by file each time it checks that stage. Each file is read once; a row without a
+    sha256 (an image that did not load) is left out."""
+    rows: dict[str, str] = {}
+    for table in tables:
+        for sha, path in zip(table["sha256"], table["path"]):
+            if isinstance(sha, str):
+                rows.setdefault(sha, str(path))
+    return pd.DataFrame({"sha256": list(rows), "bytes": [Path(path).read_bytes() for path in rows.values()]})
 
 
 def read_image_pack(path: str | Path) -> dict[str, bytes]:
