@@ -148,6 +148,16 @@ def test_one_mlflow_run_per_stage_with_notebook_and_figures(repo):
     lam_children = [c for c in children if c.data.tags["mlflow.parentRunId"] == runs["ablate@lam"].info.run_id]
     assert sorted(c.data.params["retrieval.lam"] for c in lam_children) == ["0.0", "0.5", "1.0"]
     assert all(c.data.params["retrieval.k"] == "5" and c.data.params["ablation.axis"] == "lam" for c in lam_children)
+    # a child's metrics: every split and metric on all queries, each with its CI; every query group's rows are in the
+    # parent's tidy table
+    table = pd.read_csv(root / "reports/plots/ablate_lam.csv")
+    assert table["queries"].nunique() > 1
+    for c in lam_children:
+        rows = table[(table["lam"] == float(c.data.params["retrieval.lam"])) & (table["queries"] == "all")]
+        assert len(c.data.metrics) == 3 * len(rows) > 0 and {"dev", "test"} <= set(rows["split"])
+        assert all("/all/" in name for name in c.data.metrics)
+    client = MlflowClient(env["MLFLOW_TRACKING_URI"])
+    assert [a.path for a in client.list_artifacts(runs["ablate@lam"].info.run_id, "tables")] == ["tables/ablate_lam.csv"]
     assert all(r.data.tags["run_kind"] == "pipeline" for r in parents)
     cur = runs["curate"]
     assert cur.info.status == "FINISHED"
@@ -155,7 +165,6 @@ def test_one_mlflow_run_per_stage_with_notebook_and_figures(repo):
     assert cur.data.metrics["species"] == N_SPECIES
     assert cur.data.tags["dvc_stage"] == "curate" and len(cur.data.tags["git_commit"]) == 40
     assert "seed" not in cur.data.params and cur.data.params["dataset.seed"] == "0" and "graph.kappa" not in cur.data.params
-    client = MlflowClient(env["MLFLOW_TRACKING_URI"])
     assert [a.path for a in client.list_artifacts(cur.info.run_id, "notebook")] == ["notebook/01_curate.html",
                                                                                     "notebook/01_curate.ipynb"]
     assert len(client.list_artifacts(cur.info.run_id, "figures")) == 3

@@ -220,10 +220,13 @@ def _record(row: pd.Series) -> dict[str, Any]:
 
 
 def child_runs(df: pd.DataFrame, axis: Axis) -> list[tuple[Any, dict[str, Any]]]:
-    """(value, metrics) for one MLflow child run per swept value: every split / group / metric (and other id column)."""
+    """(value, metrics) for one MLflow child run per swept value: every split / metric (and other id column) on all
+    queries, with its CI: what the compare view lines the values up by. The query groups' rows (regular, shiny) stay in
+    the axis's tidy table, which the parent run carries as an artifact: three times the rows in every child, each a row
+    MLflow's store writes while the stage's `finish()` waits (the constraint and bridge axes' children held ~800 each)."""
     ids = _ids(df, axis)
     out = []
-    for value, grp in df.groupby(axis.key, sort=False):
+    for value, grp in df[df["queries"] == "all"].groupby(axis.key, sort=False):
         metrics = {}
         for _, row in grp.iterrows():
             name = "/".join([*(str(row[c]) for c in ids), row["split"], row["queries"], row["metric"]])
