@@ -125,6 +125,25 @@ def test_constrained_queries_and_strength_table_on_a_toy_catalog():
     assert pos == [[0, 1]] and neg == [[2, 3]]
 
 
+def test_query_image_concepts_partition_each_querys_proposed_scores_alone():
+    """All queries in one call: each query's Q+ / Q− are those Eq. 3 gives on its own proposed scores (ties, a query
+    whose scores are all equal, a proposer that picks a different set per query)."""
+    from polarcatalog.memory.constrained import query_image_concepts
+    from polarcatalog.memory.partition import partition
+    from polarcatalog.memory.propose import create_proposer
+
+    rng = np.random.default_rng(3)
+    scores = np.round(rng.random((40, 12)), 1).astype(np.float32)  # one decimal: many ties
+    scores[5] = 0.5
+    proposer = create_proposer("top_n:5")
+    proposed = proposer(scores)
+    pos, neg = query_image_concepts(scores, proposer, 0.5)
+    for q in range(len(scores)):
+        idx = np.flatnonzero(proposed[q])
+        st = partition(scores[q, idx], 0.5).states
+        assert (pos[q], neg[q]) == (idx[st == 1].tolist(), idx[st == -1].tolist())
+    assert any(pos) and any(neg)
+
 @pytest.mark.parametrize("strength", ["none", "hard", "soft:0.05", "adaptive:1"])
 def test_top_k_by_selection_is_the_head_of_the_full_order(strength):
     """`reorder(k=...)` selects instead of sorting; on ties (a few distinct scores), padding and rows shorter than k

@@ -26,7 +26,7 @@ from polarcatalog.data.concepts import Concept
 from polarcatalog.eval.metrics import gold_ranks
 from polarcatalog.memory.constraints import CONFLICT, NEUTRAL, Strength, reorder, sort_keys
 from polarcatalog.memory.memories import Memory, oracle_memory, states
-from polarcatalog.memory.partition import partition
+from polarcatalog.memory.partition import HAS, NOT_HAS, partition_rows
 from polarcatalog.memory.propose import Proposer
 from polarcatalog.vectors import group_sums, l2_normalise
 
@@ -171,10 +171,9 @@ def query_image_concepts(query_scores: np.ndarray, proposer: Proposer, kappa: fl
     if proposer.strategy == "global_local":
         proposer = replace(proposer, strategy="top_n")
     proposed = proposer(query_scores)
-    pos, neg = [], []
-    for q in range(len(query_scores)):
-        idx = np.flatnonzero(proposed[q])
-        st = partition(query_scores[q, idx], kappa).states
-        pos.append(idx[st == 1].tolist())
-        neg.append(idx[st == -1].tolist())
+    # every query at once, NaN outside its proposal set: each row's split is the one `partition` finds on that row's
+    # proposed scores alone (the sort puts NaN last, and no boundary is evaluated past the row's own scores)
+    verified, _, _ = partition_rows(np.where(proposed, query_scores, np.nan), kappa)
+    pos = [np.flatnonzero(row == HAS).tolist() for row in verified]
+    neg = [np.flatnonzero(row == NOT_HAS).tolist() for row in verified]
     return pos, neg
