@@ -100,7 +100,7 @@ def _html_exporter() -> Any:
 
 
 def warm_up() -> None:
-    """Import MLflow's SQLAlchemy store, and render a small notebook with every kind of output a stage notebook has (a
+    """Import MLflow's SQLAlchemy store (and GitPython), and render a small notebook with every kind of output a stage notebook has (a
     highlighted code cell, a stream, a table as HTML, a figure, Markdown), so that templates, lexers and sanitiser are
     loaded and compiled: the warm process calls this before it forks any companion (`runner.warm_kernel`). MLflow
     imports its store on the first call to a sqlite or database URI, and that import (the ORM's models, their mappers
@@ -108,7 +108,10 @@ def warm_up() -> None:
     stage waits for, costs only what the notebook's own size does. Imports and templates only: no store is opened (a
     database connection must not cross a fork)."""
     import mlflow.store.tracking.sqlalchemy_store  # noqa: F401  # heavy: the warm process's preload, not every companion's
-
+    try:  # GitPython, which MLflow's git context imports as a companion resolves its run's tags (the source commit)
+        import git  # noqa: F401  # heavy: likewise
+    except ImportError:  # no git executable: MLflow's context then records no commit, and neither does this
+        pass
 
     nbformat = import_nbformat()
     v4 = nbformat.v4

@@ -65,7 +65,8 @@ VOLATILE = ("DVC_", "JPY_", SOCKET_VAR, "PWD", "OLDPWD", "_", "SHLVL", "TERM", "
 STALE_S = 7 * 86400  # the files of a warm process unused this long (another code version's) are removed
 # What a stage's setup cell imports (notebooks/*.ipynb), with what ipykernel, the runner (papermill) and the `check`
 # stage's command (cli.main) need, and what a stage or a kernel would otherwise import on first use: ipykernel's
-# debugger (debugpy, part of every kernel's start) and pyarrow.dataset (on the first parquet read). The stage
+# debugger (debugpy, part of every kernel's start), pyarrow.dataset (on the first parquet read) and tabulate (on the
+# first `DataFrame.to_markdown`, which the stages' tables and reports call). The stage
 # modules come first, as in a setup cell: those that draw select matplotlib's Agg backend at import, before anything
 # imports pyplot. Every stage module but the bird reference's, which imports torch (a forked child may not share a
 # parent's torch state). A module here that has a `warm_up()` gets it called once, after its import: work every child
@@ -79,7 +80,7 @@ PRELOAD = ("polarcatalog.stages.fetch", "polarcatalog.stages.curate", "polarcata
            "polarcatalog.retrieval.query_side", "seaborn", "pandas", "pyarrow.parquet", "pyarrow.dataset",
            "IPython.display", "ipykernel.kernelapp", "ipykernel.debugger", "polarcatalog.runner.tracking_companion",
            "nbconvert", "polarcatalog.cli.run_notebook_command", "papermill", "jupyter_client.manager",
-           "polarcatalog.cli.main", "polarcatalog.runner.code_deps")
+           "polarcatalog.cli.main", "polarcatalog.runner.code_deps", "tabulate")
 
 
 def enabled() -> bool:
