@@ -326,6 +326,55 @@ def test_workspace_candidates_kept_by_content_are_the_searched_bits_and_any_inpu
     assert candidates(rp)["s_i"].tobytes() == fresh["s_i"].tobytes() and len(searches) == 6
 
 
+def test_the_catalog_kept_by_content_is_the_built_catalogs_bits_and_any_input_change_builds_it_again(tmp_path, monkeypatch):
+    """Every stage of a λ experiment built the same catalog (colour projection, species means, bridges). Kept by
+    content: read back, it is the build's bytes, in the build's order; λ reads it back; a colour-projection knob, the
+    centring or one anchor value is a new build; a damaged file is built again, never read."""
+    import pandas as pd
+
+    from polarcatalog.config import Retrieval
+    from polarcatalog.features.workspace import Workspace
+    from polarcatalog.retrieval import query_side
+
+    rng = np.random.default_rng(11)
+    species, owner, chunk_owner = np.arange(30), np.repeat(np.arange(30), 2), np.repeat(np.arange(30), 3)
+    anchors = {n: rng.normal(size=(60, 12)).astype(np.float32) for n in ("g", "h")}
+    text = rng.normal(size=(90, 8)).astype(np.float32)  # the text encoder, bridged into h; g has its own text tower
+    basis = normalise(rng.normal(size=(4, 12))).astype(np.float32)
+    native = {"g": normalise(rng.normal(size=(90, 12))).astype(np.float32), "h": None}
+    builds: list[int] = []
+    real = query_side.build_catalog
+    monkeypatch.setattr(query_side, "build_catalog", lambda *a, **k: builds.append(1) or real(*a, **k))
+
+    def catalog(rp, features=anchors, derived=tmp_path / "cache"):
+        ws = Workspace(pd.DataFrame({"species_id": species}), pd.DataFrame({"species_id": owner}), None,
+                       pd.DataFrame({"species_id": chunk_owner}), {}, features, {}, native, text,
+                       colour_basis={"g": basis, "h": basis}, derived=derived)
+        return query_side.catalog_for(ws, rp)
+
+    rp = Retrieval(ensemble=["g", "h"], reranker=None, chunks="anchors", colour_invariant=["g"], colour_invariant_dim=2,
+                   bridge_folds=2)
+    fresh = catalog(rp, derived=None)
+    kept, again, other_lam = catalog(rp), catalog(rp), catalog(rp.model_copy(update={"lam": 0.1}))
+    assert len(builds) == 2  # the uncached one and the first kept one
+    for got in (kept, again, other_lam):
+        arrays, want = query_side.catalog_arrays(got), query_side.catalog_arrays(fresh)
+        assert list(arrays) == list(want) and got.bridge_cosine == fresh.bridge_cosine and "bridge_cosine/h" in want
+        assert all(arrays[k].dtype == want[k].dtype and arrays[k].tobytes() == want[k].tobytes() for k in want)
+        assert not got.anchor_mean["g"].flags.writeable and not got.chunk_text["h"].flags.writeable
+    catalog(rp.model_copy(update={"colour_invariant_dim": 3}))
+    catalog(rp.model_copy(update={"center": False}))
+    moved = {n: a.copy() for n, a in anchors.items()}
+    moved["h"][0, 0] += 1e-3
+    catalog(rp, moved)
+    assert len(builds) == 5
+    files = sorted((tmp_path / "cache" / "catalogs").glob("*.npz"))
+    assert len(files) == 4
+    for f in files:
+        f.write_bytes(b"damaged")
+    assert catalog(rp).anchor_mean["h"].tobytes() == fresh.anchor_mean["h"].tobytes() and len(builds) == 6
+
+
 def test_the_bridge_cross_fit_is_scikit_learns_ridge_to_the_bit():
     """`ridge_cross_fit` does scikit-learn's arithmetic without importing it into every stage's kernel: it must give
     `cross_val_predict(Ridge(cholesky, no intercept), cv=PredefinedSplit)`'s values bit for bit, which every

@@ -9,6 +9,7 @@ and never parses params itself.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -25,7 +26,7 @@ from polarcatalog.index.faiss_index import faiss_version, gpu_available
 from polarcatalog.retrieval import hubness, vrrag
 from polarcatalog.retrieval.vrrag import (VRRAG, Candidates, Catalog, Ranking, batch_statistics, build_catalog,
                                           prepare_queries, query_encoders)
-from polarcatalog.vectors import l2_normalise
+from polarcatalog.vectors import frozen, l2_normalise
 
 RetrievalParams = Any  # polarcatalog.config.Retrieval (config sits above the library: not imported here)
 
@@ -58,10 +59,48 @@ def retrieval_features(features: dict[str, np.ndarray], ws: Workspace, rp: Retri
 
 
 def catalog_for(ws: Workspace, rp: RetrievalParams) -> Catalog:
-    return build_catalog(ws.species["species_id"].to_numpy(), ws.anchors["species_id"].to_numpy(),
-                         ws.chunks["species_id"].to_numpy(), retrieval_features(ws.anchor_f, ws, rp), ws.native_text, ws.bridge_text,
-                         rp.center, rp.bridge_folds, rp.bridge_alpha, rp.seed,
-                         None if ws.derived is None else ws.derived / "bridges")
+    """The workspace's catalog under `rp`, kept by content in the workspace's derived folder (`ContentCache`): every
+    stage of a λ experiment builds the same catalog (the colour projection, the species means, the bridges), and the
+    retrieve stage's table builds each of its configurations' again."""
+    def build() -> Catalog:
+        return build_catalog(ws.species["species_id"].to_numpy(), ws.anchors["species_id"].to_numpy(),
+                             ws.chunks["species_id"].to_numpy(), retrieval_features(ws.anchor_f, ws, rp), ws.native_text,
+                             ws.bridge_text, rp.center, rp.bridge_folds, rp.bridge_alpha, rp.seed,
+                             None if ws.derived is None else ws.derived / "bridges")
+
+    if ws.derived is None:
+        return build()
+    names = list(ws.anchor_f)
+    projected = [n for n in names if n in rp.colour_invariant and n in ws.colour_basis]
+    knobs = {"encoders": names, "colour_invariant": list(rp.colour_invariant), "colour_bases": sorted(ws.colour_basis),
+             "colour_invariant_dim": rp.colour_invariant_dim, "native_text": [ws.native_text.get(n) is not None for n in names],
+             "bridge_text": ws.bridge_text is not None, "center": rp.center, "bridge_folds": rp.bridge_folds,
+             "bridge_alpha": rp.bridge_alpha, "seed": rp.seed}
+    arrays = [ws.species["species_id"].to_numpy(), ws.anchors["species_id"].to_numpy(), ws.chunks["species_id"].to_numpy(),
+              *(ws.anchor_f[n] for n in names), *(ws.colour_basis[n] for n in projected),
+              *(t for t in (*(ws.native_text.get(n) for n in names), ws.bridge_text) if t is not None)]
+    # the code: this module (the colour projection), the catalog's (means, bridges), the species folds and the vectors'
+    kept = ContentCache(ws.derived / "catalogs", [Path(__file__), vrrag, splits, vectors], scipy=version("scipy"),
+                        sklearn=version("scikit-learn"))
+    return catalog_from_arrays(kept.get(knobs, arrays, lambda: catalog_arrays(build())))
+
+
+def catalog_arrays(catalog: Catalog) -> dict[str, np.ndarray]:
+    """A catalog as named arrays (`ContentCache` keeps arrays), in its dicts' order; `catalog_from_arrays` inverts it."""
+    out = {"species_ids": catalog.species_ids, "chunk_species": catalog.chunk_species}
+    for field_name in ("anchor_mean", "chunk_text", "centre"):
+        out |= {f"{field_name}/{n}": v for n, v in getattr(catalog, field_name).items()}
+    return out | {f"bridge_cosine/{n}": np.float64(v) for n, v in catalog.bridge_cosine.items()}
+
+
+def catalog_from_arrays(arrays: Mapping[str, np.ndarray]) -> Catalog:
+    parts: dict[str, dict[str, Any]] = {"anchor_mean": {}, "chunk_text": {}, "centre": {}, "bridge_cosine": {}}
+    for key, value in arrays.items():
+        field_name, _, name = key.partition("/")
+        if name:
+            parts[field_name][name] = float(value) if field_name == "bridge_cosine" else frozen(value)
+    return Catalog(frozen(arrays["species_ids"]), frozen(arrays["chunk_species"]), parts["anchor_mean"], parts["chunk_text"],
+                   parts["centre"], parts["bridge_cosine"])
 
 
 def retriever(catalog: Catalog, rp: RetrievalParams) -> VRRAG:
